@@ -1,0 +1,70 @@
+# Finds every dependency. Each comes from the system package manager, except
+# LibTorch: the `torch` pip wheel (scripts/setup hands CMake its
+# torch.utils.cmake_prefix_path) or any LibTorch distribution given as Torch_DIR.
+
+find_package(Threads REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+find_package(tomlplusplus REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(Boost 1.74 REQUIRED)   # Boost.DLL is header-only (with std::filesystem)
+
+# --- LibTorch ---------------------------------------------------------------
+# A CUDA build of LibTorch needs the CUDA toolkit at configure time. The pip
+# wheel ships CUDA's runtime libraries (nvrtc among them) under
+# site-packages/nvidia/, which the system toolkit may lack: point at them.
+find_program(RUNNER_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+if(RUNNER_NVCC AND NOT RUNNER_CUDA STREQUAL "OFF")
+  get_filename_component(_runner_cuda_root "${RUNNER_NVCC}/../.." ABSOLUTE)
+  if(NOT CUDA_TOOLKIT_ROOT_DIR)
+    set(CUDA_TOOLKIT_ROOT_DIR "${_runner_cuda_root}" CACHE PATH "CUDA toolkit used with LibTorch")
+  endif()
+  if(NOT CUDA_nvrtc_LIBRARY)
+    foreach(_p IN LISTS CMAKE_PREFIX_PATH)
+      file(GLOB _nvrtc "${_p}/../../../nvidia/cu*/lib/libnvrtc.so.*")
+      list(FILTER _nvrtc EXCLUDE REGEX "builtins|alt")
+      if(_nvrtc)
+        list(GET _nvrtc 0 _nvrtc)
+        set(CUDA_nvrtc_LIBRARY "${_nvrtc}" CACHE FILEPATH "nvrtc shipped with the torch wheel")
+      endif()
+    endforeach()
+  endif()
+  if(NOT TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    # Only matters for .cu files we compile; keeps configure from probing a GPU.
+    set(TORCH_CUDA_ARCH_LIST "8.0;9.0" CACHE STRING "CUDA architectures for runner's own kernels")
+  endif()
+endif()
+
+find_package(Torch REQUIRED)
+
+if(CAFFE2_USE_CUDA AND NOT RUNNER_CUDA STREQUAL "OFF")
+  set(RUNNER_HAS_CUDA ON)
+elseif(RUNNER_CUDA STREQUAL "ON")
+  message(FATAL_ERROR "RUNNER_CUDA=ON but LibTorch at ${Torch_DIR} was not built with CUDA, "
+                      "or nvcc was not found. Install the CUDA toolkit or use RUNNER_CUDA=AUTO.")
+else()
+  set(RUNNER_HAS_CUDA OFF)
+endif()
+message(STATUS "runner: LibTorch ${Torch_VERSION} at ${Torch_DIR}; CUDA code paths: ${RUNNER_HAS_CUDA}")
+
+# One target for LibTorch so that its headers are SYSTEM (no warnings from them).
+add_library(runner_torch INTERFACE)
+target_link_libraries(runner_torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(runner_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+if(RUNNER_HAS_CUDA)
+  target_compile_definitions(runner_torch INTERFACE RUNNER_WITH_CUDA=1)
+  # ATen's CUDA headers include cuSPARSE, cuBLAS, ... headers that a minimal
+  # system toolkit may lack; the wheel's nvidia/* packages carry them.
+  set(RUNNER_CUDA_INCLUDE_DIRS ${CUDA_INCLUDE_DIRS})
+  foreach(_p IN LISTS CMAKE_PREFIX_PATH Torch_DIR)
+    file(GLOB _inc LIST_DIRECTORIES true "${_p}/../../../nvidia/*/include" "${_p}/../../../../nvidia/*/include")
+    foreach(_d IN LISTS _inc)
+      if(IS_DIRECTORY "${_d}")
+        get_filename_component(_d "${_d}" ABSOLUTE)
+        list(APPEND RUNNER_CUDA_INCLUDE_DIRS "${_d}")
+      endif()
+    endforeach()
+  endforeach()
+  list(REMOVE_DUPLICATES RUNNER_CUDA_INCLUDE_DIRS)
+  target_include_directories(runner_torch SYSTEM INTERFACE ${RUNNER_CUDA_INCLUDE_DIRS})
+endif()

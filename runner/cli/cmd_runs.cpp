@@ -1,0 +1,125 @@
+// runner runs / runner show RUN_ID
+#include <cmath>
+#include <iostream>
+
+#include "runner/cli/commands.hpp"
+#include "runner/cli/table.hpp"
+#include "runner/core/common/error.hpp"
+#include "runner/core/common/json.hpp"
+#include "runner/store/store.hpp"
+
+namespace runner::cli {
+namespace {
+
+std::int64_t parse_positive(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value < 1)
+    throw Error(what + " must be a positive integer, found '" + text + "'");
+  return value;
+}
+
+int handle_runs(const Args& args, const Global& global) {
+  const std::int64_t limit = parse_positive(args.get("--limit", "50"), "--limit");
+  const store::Store db = store::Store::open_read_only(global.db);
+  Table table({"run", "experiment", "trial", "repeat", "kind", "status", "started", "p50"});
+  for (const auto& r : db.list_runs(limit))
+    table.add({std::to_string(r.id), r.experiment, std::to_string(r.trial_id),
+               std::to_string(r.repeat_index), r.kind, r.status, r.started_at,
+               r.headline ? format_ns(*r.headline) : "-"});
+  if (table.empty()) {
+    std::cout << "no runs in " << global.db.string() << "\n";
+    return kExitOk;
+  }
+  table.print(std::cout);
+  return kExitOk;
+}
+
+// Fingerprint fields worth showing by default; --full prints all of them.
+bool headline_field(const std::string& key) {
+  for (const char* k : {"host.hostname", "host.os", "cpu.model", "cpu.logical_cores",
+                        "memory.total", "gpu.name", "software.runner_version",
+                        "software.git_commit", "software.torch_version", "threads.intra_op",
+                        "threads.inter_op"})
+    if (key == k) return true;
+  return key.rfind("env.", 0) == 0;
+}
+
+int handle_show(const Args& args, const Global& global) {
+  const std::int64_t id = parse_positive(args.positionals[0], "RUN_ID");
+  const store::Store db = store::Store::open_read_only(global.db);
+  const auto run = db.get_run(id);
+  if (!run)
+    throw Error("run " + std::to_string(id) + " is not in " + global.db.string(),
+                "run 'runner runs' to list the recorded runs");
+  const auto& r = run->row;
+  std::cout << "run " << r.id << "  " << r.experiment << "  (" << r.kind << ", trial "
+            << r.trial_id << ", repeat " << r.repeat_index << ")\n"
+            << "status:   " << r.status << "\n"
+            << "started:  " << r.started_at << "\n"
+            << "finished: " << (r.finished_at.empty() ? "-" : r.finished_at) << "\n"
+            << "seed:     " << run->seed << "\n"
+            << "load:     " << format_number(run->load_average) << " (1-minute average at start)\n"
+            << "samples:  " << run->sample_count << "\n"
+            << "config:   " << run->config_hash << "\n  " << run->config_json << "\n";
+  if (!run->error.empty()) std::cout << "error:    " << run->error << "\n";
+
+  if (!run->summaries.empty()) {
+    std::cout << "\n";
+    Table t({"metric", "n", "mean", "stddev", "min", "p50", "p90", "p99", "max"});
+    for (const auto& s : run->summaries) {
+      auto f = [&](double v) { return s.unit == "ns" ? format_ns(v) : format_number(v); };
+      t.add({s.metric, std::to_string(s.n), f(s.mean), f(s.stddev), f(s.min), f(s.p50),
+             f(s.p90), f(s.p99), f(s.max)});
+    }
+    t.print(std::cout);
+  }
+  if (!run->metrics.empty()) {
+    std::cout << "\n";
+    Table t({"metric", "value", "unit"});
+    for (const auto& m : run->metrics) t.add({m.name, format_number(m.value), m.unit});
+    t.print(std::cout);
+  }
+  if (!run->plugins.empty()) {
+    std::cout << "\n";
+    Table t({"kind", "plugin", "version", "sha256", "library"});
+    for (const auto& p : run->plugins)
+      t.add({p.kind, p.name, p.version, p.sha256.substr(0, 16), p.library});
+    t.print(std::cout);
+  }
+  std::cout << "\nfingerprint " << run->fingerprint_hash.substr(0, 16)
+            << (args.has("--full") ? "" : " (--full for every field)") << "\n";
+  for (const auto& [key, value] : parse_json_object(run->fingerprint_json)) {
+    if (!args.has("--full") && !headline_field(key)) continue;
+    std::cout << "  " << key << " = " << value << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command runs_command() {
+  CommandDef def;
+  def.name = "runs";
+  def.summary = "list recorded runs, newest first";
+  def.usage = "runner runs [options]";
+  def.options = {{"--limit", "N", "show at most N runs (default 50)", false}};
+  return {def, &handle_runs};
+}
+
+Command show_command() {
+  CommandDef def;
+  def.name = "show";
+  def.summary = "show one run: status, statistics, metrics, plugins, fingerprint";
+  def.usage = "runner show RUN_ID [options]";
+  def.positionals = {"RUN_ID"};
+  def.options = {{"--full", "", "print every fingerprint field", false}};
+  return {def, &handle_show};
+}
+
+}  // namespace runner::cli

@@ -1,0 +1,28 @@
+// Plain text tables and human units for terminal output.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace runner::cli {
+
+/// A table printed with aligned columns; numeric-looking cells align right.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::ostream& out) const;
+  [[nodiscard]] bool empty() const { return rows_.empty(); }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+/// A duration in ns as "812 ns", "3.41 us", "12.0 ms", "1.50 s".
+[[nodiscard]] std::string format_ns(double ns);
+/// A number with 3 significant digits, or "-" when NaN.
+[[nodiscard]] std::string format_number(double value);
+
+}  // namespace runner::cli

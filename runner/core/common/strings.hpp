@@ -1,0 +1,28 @@
+// Small string helpers shared by the experiment layer, the plugin host and the CLI.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace runner {
+
+/// Levenshtein edit distance.
+[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// The candidate closest to `word`, if it is close enough to be a plausible
+/// typo (distance <= max(1, len/3)); used for "did you mean" hints.
+[[nodiscard]] std::optional<std::string> closest_match(
+    std::string_view word, const std::vector<std::string>& candidates);
+
+/// Joins with a separator: join({"a","b"}, ", ") == "a, b".
+[[nodiscard]] std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+/// Splits on a single character; empty fields are kept.
+[[nodiscard]] std::vector<std::string> split(std::string_view text, char sep);
+
+/// Removes leading and trailing whitespace.
+[[nodiscard]] std::string trim(std::string_view text);
+
+}  // namespace runner

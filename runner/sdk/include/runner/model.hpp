@@ -1,0 +1,47 @@
+// Model plugins: build a torch::nn::Module, run it on a batch, compute the loss.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "runner/loader.hpp"
+
+namespace runner {
+
+/// What a model factory knows about the run it is built for.
+struct ModelContext {
+  torch::Device device = torch::kCPU;     ///< where the model will run (the host moves it there)
+  std::vector<std::int64_t> input_shape;  ///< shape of one input sample (no batch dimension)
+  std::int64_t num_classes = 0;           ///< classes of the task; 0 when not a classification task
+  std::uint64_t seed = 0;                 ///< the run's seed (the host has already seeded LibTorch with it)
+};
+
+/// A model under test.
+class Model {
+ public:
+  virtual ~Model() = default;
+  /// The module whose parameters are trained; the host moves it to the device.
+  virtual torch::nn::Module& module() = 0;
+  /// Forward pass on a batch already on the model's device.
+  virtual torch::Tensor forward(const Batch& batch) = 0;
+  /// Task loss (a scalar) from forward's output and the batch.
+  virtual torch::Tensor loss(const torch::Tensor& output, const Batch& batch) = 0;
+  /// A batch of `batch_size` example inputs for inference without a loader.
+  virtual Batch example_batch(std::int64_t batch_size, torch::Device device) = 0;
+  /// Number of trainable parameters (the default counts module() parameters).
+  virtual std::int64_t parameter_count() {
+    std::int64_t n = 0;
+    for (const auto& p : module().parameters())
+      if (p.requires_grad()) n += p.numel();
+    return n;
+  }
+  /// Forward FLOPs per sample, when the model can say (training ~ 3x this).
+  virtual std::optional<double> flops_per_sample() { return std::nullopt; }
+};
+
+}  // namespace runner
