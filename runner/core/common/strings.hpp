@@ -8,7 +8,8 @@
 
 namespace runner {
 
-/// Levenshtein edit distance.
+/// Edit distance counting insertions, deletions, substitutions and swaps of
+/// two adjacent characters as one edit each (optimal string alignment).
 [[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
 
 /// The candidate closest to `word`, if it is close enough to be a plausible

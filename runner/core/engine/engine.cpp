@@ -164,7 +164,7 @@ class ProgressReporter {
   void step(std::int64_t done, double loss) {
     if (!callback_) return;
     const auto now = Clock::now();
-    if (done != total_ && now - last_ < std::chrono::milliseconds(500)) return;
+    if (done != total_ && now - last_ < std::chrono::seconds(2)) return;
     const double elapsed = seconds_between(last_, now);
     Progress p;
     p.step = done;
@@ -215,7 +215,9 @@ void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
     }
     if (!std::isfinite(loss_value)) {
       out.status = store::kStatusDiverged;
-      out.error = "loss is " + std::to_string(loss_value) + " at step " + std::to_string(step);
+      out.error = std::string("loss is ") +
+                  (std::isnan(loss_value) ? "nan" : loss_value > 0 ? "inf" : "-inf") +
+                  " at step " + std::to_string(step);
       break;
     }
     progress.step(step + 1, loss_value);

@@ -29,7 +29,7 @@ struct RunRequest {
   std::int64_t repeat_index = 0;
   /// When the process started, for time_to_first_step_s.
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
-  /// Called at most a few times per second.
+  /// Called at most every two seconds, and at the end.
   std::function<void(const Progress&)> on_progress;
 };
 

@@ -1,0 +1,351 @@
+// End to end: the runner executable on small experiments against temporary
+// databases, checking exit codes, exact messages, and the rows written.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include <toml++/toml.h>
+
+#include "runner/version.hpp"
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRunner = fs::path(RUNNER_BINARY_DIR) / "bin" / "runner";
+const fs::path kTestPlugins = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins";
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("runner-cli-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+    db_ = dir_ / "runs.db";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+  // Runs the CLI with the given arguments (shell-quoted here), capturing both streams.
+  Result runner(const std::string& args) {
+    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    const std::string cmd = "env -u RUNNER_DB -u RUNNER_PLUGIN_PATH " + kRunner.string() + " " +
+                            args + " >" + out.string() + " 2>" + err.string();
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  // One integer from a query on the test database.
+  std::int64_t query(const std::string& sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open_v2(db_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
+    std::int64_t value = -1;
+    if (sqlite3_step(stmt) == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return value;
+  }
+
+  std::string query_text(const std::string& sql) {
+    sqlite3* db = nullptr;
+    sqlite3_open_v2(db_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* stmt = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
+    std::string value;
+    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr)
+      value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return value;
+  }
+
+  std::string db_arg() const { return "--db " + db_.string(); }
+
+  fs::path dir_;
+  fs::path db_;
+};
+
+const char* kSmallTrain = R"([experiment]
+name = "cli-small"
+repeats = 2
+
+[model]
+plugin = "mlp"
+hidden = [16]
+
+[data]
+plugin = "synthetic"
+shape = [8]
+classes = 3
+size = 256
+batch_size = 16
+
+[optimizer]
+plugin = "sgd"
+lr = 0.1
+
+[train]
+steps = 12
+warmup = 3
+)";
+
+TEST_F(CliTest, RunRecordsExperimentTrialRunsSamplesAndFingerprint) {
+  const fs::path file = write("small.toml", kSmallTrain);
+  const Result r = runner("run " + file.string() + " " + db_arg());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("cli-small (train, cpu, config "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("finished"), std::string::npos);
+  EXPECT_EQ(query("SELECT count(*) FROM experiments"), 1);
+  EXPECT_EQ(query("SELECT count(*) FROM trials"), 1);
+  EXPECT_EQ(query("SELECT count(*) FROM fingerprints"), 1);
+  EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'finished'"), 2);
+  EXPECT_EQ(query("SELECT count(*) FROM runs WHERE finished_at IS NULL"), 0);
+  EXPECT_EQ(query("SELECT count(*) FROM samples"), 2 * 15);
+  EXPECT_EQ(query("SELECT count(*) FROM samples WHERE warmup = 1"), 2 * 3);
+  EXPECT_EQ(query("SELECT count(*) FROM run_plugins"), 2 * 3);
+  EXPECT_EQ(query("SELECT count(*) FROM run_plugins WHERE length(sha256) = 64"), 6);
+  EXPECT_EQ(query("SELECT n FROM summaries WHERE metric = 'step_time' LIMIT 1"), 12);
+  EXPECT_EQ(query("SELECT count(*) FROM metrics WHERE name = 'samples_per_s' AND value > 0"), 2);
+  EXPECT_EQ(query("PRAGMA user_version"), 1);
+  EXPECT_EQ(query_text("SELECT json_extract(json, '$.\"gpu.name\"') FROM fingerprints"), "");
+
+  // A second invocation reuses experiment, trial and fingerprint rows.
+  ASSERT_EQ(runner("run " + file.string() + " " + db_arg()).code, 0);
+  EXPECT_EQ(query("SELECT count(*) FROM experiments"), 1);
+  EXPECT_EQ(query("SELECT count(*) FROM trials"), 1);
+  EXPECT_EQ(query("SELECT count(*) FROM fingerprints"), 1);
+  EXPECT_EQ(query("SELECT count(*) FROM runs"), 4);
+
+  const Result runs = runner("runs " + db_arg());
+  ASSERT_EQ(runs.code, 0) << runs.err;
+  EXPECT_NE(runs.out.find("cli-small"), std::string::npos);
+  const Result show = runner("show 1 " + db_arg());
+  ASSERT_EQ(show.code, 0) << show.err;
+  for (const char* needle : {"status:   finished", "step_time", "samples_per_s", "mlp",
+                             "fingerprint", "software.torch_version"})
+    EXPECT_NE(show.out.find(needle), std::string::npos) << needle << "\n" << show.out;
+  const Result missing = runner("show 99 " + db_arg());
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_EQ(missing.err, "error: run 99 is not in " + db_.string() +
+                             "\nhint: run 'runner runs' to list the recorded runs\n");
+}
+
+TEST_F(CliTest, AFailedRunExitsOneAndIsRecordedWithItsError) {
+  const fs::path file = write("fails.toml", R"([model]
+plugin = "tiny_linear"
+throw_at_step = 2
+
+[data]
+plugin = "tiny_data"
+batch_size = 8
+
+[optimizer]
+plugin = "sgd"
+
+[train]
+steps = 5
+warmup = 0
+)");
+  const Result r =
+      runner("run " + file.string() + " " + db_arg() + " --plugin-path " +
+             (kTestPlugins / "good").string());
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
+  EXPECT_EQ(query_text("SELECT error FROM runs"), "tiny_linear: forward failed on purpose");
+  EXPECT_EQ(query("SELECT count(*) FROM samples"), 2);
+}
+
+// Each bad input exits 2 with one exact message and creates no database.
+class BadInputTest : public CliTest {
+ protected:
+  void expect_rejected(const std::string& args, const std::string& expected_stderr) {
+    const Result r = runner(args + " " + db_arg());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.err, expected_stderr);
+    EXPECT_FALSE(fs::exists(db_)) << "the database must not be created";
+  }
+};
+
+TEST_F(BadInputTest, MissingExperimentFile) {
+  const fs::path file = dir_ / "nope.toml";
+  expect_rejected("run " + file.string(),
+                  "error: cannot open experiment file '" + file.string() +
+                      "': No such file or directory\n"
+                      "hint: check the path; experiments/ holds ready-to-run examples\n");
+}
+
+TEST_F(BadInputTest, TomlSyntaxErrorHasFileLineColumnAndTheParsersDescription) {
+  const std::string text = "[experiment]\nname = \"x\"\nseed = = 3\n";
+  const fs::path file = write("syntax.toml", text);
+  std::string description;
+  int line = 0, column = 0;
+  try {
+    (void)toml::parse(text);
+  } catch (const toml::parse_error& e) {
+    description = std::string(e.description());
+    line = static_cast<int>(e.source().begin.line);
+    column = static_cast<int>(e.source().begin.column);
+  }
+  ASSERT_FALSE(description.empty());
+  expect_rejected("run " + file.string(),
+                  "error: " + file.string() + ":" + std::to_string(line) + ":" +
+                      std::to_string(column) + ": invalid TOML: " + description + "\n");
+}
+
+TEST_F(BadInputTest, UnknownSectionSuggestsTheClosestOne) {
+  const fs::path file = write("section.toml", std::string(kSmallTrain) + "\n[modle]\nx = 1\n");
+  expect_rejected("run " + file.string(),
+                  "error: " + file.string() +
+                      ":24:1: unknown section [modle]; did you mean [model]?\n"
+                      "hint: known sections: experiment, device, model, data, optimizer, "
+                      "train, infer, plugins\n");
+}
+
+TEST_F(BadInputTest, WrongTypeHasFileLineColumn) {
+  std::string text = kSmallTrain;
+  text.replace(text.find("steps = 12"), 10, "steps = \"12\"");
+  const fs::path file = write("type.toml", text);
+  expect_rejected("run " + file.string(),
+                  "error: " + file.string() +
+                      ":21:9: 'train.steps' must be an integer, found a string\n");
+}
+
+TEST_F(BadInputTest, OutOfRangeOptionOfAPlugin) {
+  std::string text = kSmallTrain;
+  text.replace(text.find("lr = 0.1"), 8, "lr = -1.0");
+  const fs::path file = write("range.toml", text);
+  expect_rejected("run " + file.string(),
+                  "error: " + file.string() + ":18:6: 'optimizer.lr' must be >= 0, found -1\n"
+                      "hint: run 'runner plugins describe sgd' to see its options\n");
+}
+
+TEST_F(BadInputTest, UnknownPluginListsTheAvailableOnes) {
+  std::string text = kSmallTrain;
+  text.replace(text.find("plugin = \"mlp\""), 14, "plugin = \"mpl\"");
+  const fs::path file = write("plugin.toml", text);
+  expect_rejected("run " + file.string(),
+                  "error: " + file.string() +
+                      ":6:10: unknown model plugin 'mpl'; did you mean 'mlp'?\n"
+                      "hint: available model plugins: mlp; run 'runner plugins' to see what "
+                      "is loaded\n");
+}
+
+TEST_F(BadInputTest, MismatchedPluginAbiNamesTheFile) {
+  const fs::path file = write("abi.toml", kSmallTrain);
+  const fs::path lib =
+      fs::canonical(kTestPlugins / "bad_abi" / "runner_plugin_test_bad_abi.so");
+  const Result r = runner("run " + file.string() + " " + db_arg() + " --plugin-path " +
+                          lib.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "error: plugin library '" + lib.string() +
+                "' does not match this runner: SDK ABI version: expected 1, found 999");
+  EXPECT_FALSE(fs::exists(db_));
+}
+
+TEST_F(BadInputTest, UnwritableDatabasePath) {
+  const fs::path file = write("ok.toml", kSmallTrain);
+  db_ = dir_ / "no-such-dir" / "runs.db";
+  expect_rejected("run " + file.string(),
+                  "error: cannot write database '" + db_.string() +
+                      "': No such file or directory\n"
+                      "hint: choose a writable path with --db PATH or RUNNER_DB\n");
+}
+
+TEST_F(BadInputTest, AnExistingDatabaseIsLeftUnchanged) {
+  const fs::path good = write("good.toml", kSmallTrain);
+  ASSERT_EQ(runner("run " + good.string() + " " + db_arg()).code, 0);
+  const std::int64_t runs = query("SELECT count(*) FROM runs");
+  const fs::path bad = write("bad.toml", std::string(kSmallTrain) + "\n[train2]\n");
+  const Result r = runner("run " + bad.string() + " " + db_arg());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(query("SELECT count(*) FROM runs"), runs);
+}
+
+TEST_F(CliTest, UsageErrorsAndHelp) {
+  Result r = runner("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, std::string("runner ") + RUNNER_VERSION_STRING + "\n");
+  for (const char* command : {"run", "validate", "plugins", "plugins describe", "runs", "show"}) {
+    r = runner(std::string(command) + " --help");
+    EXPECT_EQ(r.code, 0) << command;
+    EXPECT_EQ(r.out.rfind("usage: runner " + std::string(command), 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("--db PATH"), std::string::npos) << command;
+  }
+  r = runner("rnu x.toml");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: unknown command 'rnu'; did you mean 'run'?\n"
+                   "hint: run 'runner --help' to see the commands\n");
+  r = runner("run x.toml --dbb y.db");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: runner run: unknown option '--dbb'; did you mean '--db'?\n"
+                   "hint: run 'runner run --help' for usage\n");
+  r = runner("run");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: runner run: missing FILE\nhint: usage: runner run FILE [options]\n");
+}
+
+TEST_F(CliTest, PluginsListAndDescribe) {
+  Result r = runner("plugins");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name : {"mlp", "sgd", "synthetic"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  r = runner("plugins describe mlp");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("mlp (model plugin)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hidden      int[]   [256, 256]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("relu|gelu|tanh"), std::string::npos) << r.out;
+  r = runner("plugins describe mpl");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: unknown plugin 'mpl'; did you mean 'mlp'?\n"
+                   "hint: run 'runner plugins' to see what is loaded\n");
+}
+
+TEST_F(CliTest, ValidateChecksWithoutWriting) {
+  const fs::path file = write("v.toml", kSmallTrain);
+  const Result r = runner("validate " + file.string() + " " + db_arg());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(file.string() + ": ok\n", 0), 0u) << r.out;
+  EXPECT_FALSE(fs::exists(db_));
+}
+
+TEST_F(CliTest, RunsOnAMissingDatabaseIsAnInputError) {
+  const Result r = runner("runs " + db_arg());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: database '" + db_.string() + "' does not exist\n"
+                   "hint: run an experiment first with 'runner run FILE', or pass --db PATH\n");
+  EXPECT_FALSE(fs::exists(db_));
+}
+
+}  // namespace

@@ -1,0 +1,204 @@
+// Train and infer loops end to end through real plugin libraries.
+#include "runner/core/engine/engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runner/core/engine/sampler.hpp"
+#include "support/expect_throw_msg.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
+const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
+
+runner::Options synthetic_options(std::int64_t size) {
+  return runner::Options({{"shape", std::vector<std::int64_t>{16}},
+                          {"classes", std::int64_t{4}},
+                          {"size", size},
+                          {"label_noise", 0.0},
+                          {"data_seed", std::int64_t{0}}});
+}
+
+runner::Experiment mlp_experiment() {
+  runner::Experiment e;
+  e.name = "engine-test";
+  e.kind = "train";
+  e.seed = 7;
+  e.model = {"mlp",
+             runner::Options({{"hidden", std::vector<std::int64_t>{32}},
+                              {"activation", std::string("relu")},
+                              {"dropout", 0.0}}),
+             {}};
+  e.data = runner::PluginChoice{"synthetic", synthetic_options(512), {}};
+  e.data_settings.batch_size = 32;
+  e.optimizer = runner::PluginChoice{
+      "sgd",
+      runner::Options({{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", false},
+                       {"weight_decay", 0.0}}),
+      {}};
+  e.train.steps = 60;
+  e.train.warmup = 5;
+  return e;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host_.load(kBuiltins);
+    host_.load(kGood);
+  }
+  runner::RunOutcome run(const runner::Experiment& e) {
+    runner::RunRequest request;
+    request.experiment = &e;
+    request.host = &host_;
+    return runner::execute_run(request);
+  }
+  runner::PluginHost host_;
+};
+
+double metric(const runner::RunOutcome& o, const std::string& name) {
+  for (const auto& m : o.metrics)
+    if (m.name == name) return m.value;
+  return std::nan("");
+}
+
+const runner::store::Summary* summary(const runner::RunOutcome& o, const std::string& name) {
+  for (const auto& s : o.summaries)
+    if (s.metric == name) return &s;
+  return nullptr;
+}
+
+TEST_F(EngineTest, TrainRecordsEveryStepWithPhasesAndTheLossGoesDown) {
+  const runner::Experiment e = mlp_experiment();
+  const runner::RunOutcome out = run(e);
+  ASSERT_EQ(out.status, "finished") << out.error;
+  ASSERT_EQ(out.samples.size(), 65u);
+  for (std::size_t i = 0; i < out.samples.size(); ++i) {
+    const auto& s = out.samples[i];
+    EXPECT_EQ(s.step, static_cast<std::int64_t>(i));
+    EXPECT_EQ(s.warmup, i < 5);
+    EXPECT_GT(s.wall_ns, 0);
+    EXPECT_GE(s.data_ns, 0);
+    EXPECT_GT(s.forward_ns, 0);
+    EXPECT_GT(s.backward_ns, 0);
+    EXPECT_GT(s.optimizer_ns, 0);
+    // Phases are consecutive intervals inside the step.
+    EXPECT_LE(s.data_ns + s.forward_ns + s.backward_ns + s.optimizer_ns, s.wall_ns * 1.0001);
+    EXPECT_TRUE(std::isfinite(s.loss));
+  }
+  EXPECT_LT(metric(out, "loss_final"), 0.6 * metric(out, "loss_initial"));
+  const auto* step_time = summary(out, "step_time");
+  ASSERT_NE(step_time, nullptr);
+  EXPECT_EQ(step_time->n, 60);
+  EXPECT_LE(step_time->min, step_time->p50);
+  EXPECT_LE(step_time->p50, step_time->p90);
+  EXPECT_LE(step_time->p99, step_time->max);
+  for (const char* phase : {"data", "forward", "backward", "optimizer"})
+    EXPECT_NE(summary(out, phase), nullptr) << phase;
+  EXPECT_EQ(metric(out, "measured_steps"), 60);
+  EXPECT_GT(metric(out, "samples_per_s"), 0);
+  EXPECT_EQ(metric(out, "parameters"), 16 * 32 + 32 + 32 * 4 + 4);
+  EXPECT_EQ(metric(out, "flops_per_sample"), 2.0 * (16 * 32 + 32 * 4));
+  EXPECT_GT(metric(out, "peak_rss_bytes"), 1e6);
+}
+
+TEST_F(EngineTest, SameSeedGivesTheSameLossCurve) {
+  const runner::Experiment e = mlp_experiment();
+  const auto a = run(e);
+  const auto b = run(e);
+  ASSERT_EQ(a.samples.size(), b.samples.size());
+  for (std::size_t i = 0; i < a.samples.size(); ++i)
+    EXPECT_DOUBLE_EQ(a.samples[i].loss, b.samples[i].loss) << "step " << i;
+  runner::Experiment other = mlp_experiment();
+  other.seed = 8;
+  EXPECT_NE(run(other).samples[0].loss, a.samples[0].loss);
+}
+
+TEST_F(EngineTest, InferMeasuresLatencyWithoutBackwardOrOptimizer) {
+  runner::Experiment e = mlp_experiment();
+  e.kind = "infer";
+  e.optimizer.reset();
+  e.infer.batches = 40;
+  e.infer.warmup = 3;
+  for (const std::string mode : {"inference", "no_grad"}) {
+    e.infer.mode = mode;
+    const auto out = run(e);
+    ASSERT_EQ(out.status, "finished") << out.error;
+    ASSERT_EQ(out.samples.size(), 43u);
+    EXPECT_LT(out.samples[0].backward_ns, 0);
+    EXPECT_LT(out.samples[0].optimizer_ns, 0);
+    EXPECT_TRUE(std::isnan(out.samples[0].loss));
+    const auto* latency = summary(out, "latency");
+    ASSERT_NE(latency, nullptr);
+    EXPECT_EQ(latency->n, 40);
+    EXPECT_LE(latency->p50, latency->p99);
+    EXPECT_EQ(summary(out, "step_time"), nullptr);
+  }
+}
+
+TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
+  runner::Experiment e;
+  e.kind = "infer";
+  e.model = {"tiny_linear",
+             runner::Options({{"throw_at_step", std::int64_t{-1}},
+                              {"nan_at_step", std::int64_t{-1}}}),
+             {}};
+  e.data_settings.batch_size = 8;
+  e.infer.batches = 10;
+  e.infer.warmup = 0;
+  const auto out = run(e);
+  ASSERT_EQ(out.status, "finished") << out.error;
+  EXPECT_EQ(out.samples.size(), 10u);
+  EXPECT_DOUBLE_EQ(metric(out, "measured_steps"), 10);
+}
+
+runner::Experiment tiny_experiment(std::int64_t throw_at, std::int64_t nan_at) {
+  runner::Experiment e = mlp_experiment();
+  e.model = {"tiny_linear",
+             runner::Options({{"throw_at_step", throw_at}, {"nan_at_step", nan_at}}), {}};
+  e.data = runner::PluginChoice{"tiny_data", runner::Options({{"size", std::int64_t{64}}}), {}};
+  e.data_settings.batch_size = 8;
+  e.train.steps = 20;
+  e.train.warmup = 2;
+  return e;
+}
+
+TEST_F(EngineTest, AThrowingPluginFailsTheRunAndKeepsWhatWasMeasured) {
+  const auto out = run(tiny_experiment(6, -1));
+  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.error, "tiny_linear: forward failed on purpose");
+  EXPECT_EQ(out.samples.size(), 6u);
+}
+
+TEST_F(EngineTest, ANonFiniteLossMarksTheRunDiverged) {
+  const auto out = run(tiny_experiment(-1, 4));
+  EXPECT_EQ(out.status, "diverged");
+  EXPECT_EQ(out.error, "loss is nan at step 4");
+  ASSERT_EQ(out.samples.size(), 5u);
+  EXPECT_TRUE(std::isnan(out.samples.back().loss));
+}
+
+TEST_F(EngineTest, TooFewSamplesForOneBatchIsAReadableFailure) {
+  runner::Experiment e = tiny_experiment(-1, -1);
+  e.data = runner::PluginChoice{"tiny_data", runner::Options({{"size", std::int64_t{4}}}), {}};
+  const auto out = run(e);
+  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.error,
+            "the data set has 4 samples, fewer than one batch (8) with drop_last = true");
+}
+
+TEST(ResolveDevice, CpuIsAlwaysCpuAndCudaWithoutDeviceIsAnInputError) {
+  EXPECT_EQ(runner::resolve_device("cpu"), "cpu");
+  const std::string automatic = runner::resolve_device("auto");
+  EXPECT_TRUE(automatic == "cpu" || automatic == "cuda");
+  if (automatic == "cpu") {
+    EXPECT_THROW_MSG((void)runner::resolve_device("cuda"), runner::Error,
+                     "device.type is \"cuda\" but no CUDA device is available");
+  }
+}
+
+}  // namespace

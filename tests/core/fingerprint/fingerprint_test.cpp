@@ -1,0 +1,55 @@
+#include "runner/core/fingerprint/fingerprint.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "runner/core/common/json.hpp"
+
+namespace {
+
+TEST(Fingerprint, HasTheDocumentedFieldsAndGpuFieldsEvenWithoutAGpu) {
+  const runner::Fingerprint fp = runner::collect_fingerprint(3);
+  for (const char* key :
+       {"host.hostname", "host.os", "host.kernel", "cpu.model", "cpu.logical_cores", "cpu.isa",
+        "memory.total", "software.runner_version", "software.git_commit",
+        "software.torch_version", "software.torch_config", "software.compiler",
+        "threads.intra_op", "threads.inter_op", "gpu.count", "gpu.name", "gpu.driver",
+        "gpu.cudnn", "flags.cudnn_benchmark", "flags.float32_matmul_precision", "seed"})
+    EXPECT_EQ(fp.fields.count(key), 1u) << key;
+  EXPECT_EQ(fp.fields.at("seed"), "3");
+  EXPECT_FALSE(fp.fields.at("software.torch_version").empty());
+  EXPECT_GE(std::stoi(fp.fields.at("threads.intra_op")), 1);
+}
+
+TEST(Fingerprint, IsStableAndChangesWithPerformanceEnvironment) {
+  const auto a = runner::collect_fingerprint(0);
+  const auto b = runner::collect_fingerprint(0);
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(a.hash().size(), 64u);
+  ::setenv("OMP_SCHEDULE_RUNNER_TEST", "static", 1);
+  const auto c = runner::collect_fingerprint(0);
+  ::unsetenv("OMP_SCHEDULE_RUNNER_TEST");
+  EXPECT_NE(a.hash(), c.hash());
+  EXPECT_EQ(c.fields.at("env.OMP_SCHEDULE_RUNNER_TEST"), "static");
+  // Unrelated variables are not part of it.
+  ::setenv("RUNNER_UNRELATED_TEST_VAR", "1", 1);
+  EXPECT_EQ(runner::collect_fingerprint(0).hash(), a.hash());
+  ::unsetenv("RUNNER_UNRELATED_TEST_VAR");
+}
+
+TEST(Fingerprint, JsonRoundTrips) {
+  const auto fp = runner::collect_fingerprint(1);
+  EXPECT_EQ(runner::parse_json_object(fp.json()), fp.fields);
+}
+
+TEST(Fingerprint, PerformanceEnvironmentVariables) {
+  for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "KMP_AFFINITY",
+                           "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "NCCL_DEBUG",
+                           "TORCH_SHOW_CPP_STACKTRACES", "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD"})
+    EXPECT_TRUE(runner::is_performance_env_var(name)) << name;
+  for (const char* name : {"HOME", "PATH", "RUNNER_DB", "TERM"})
+    EXPECT_FALSE(runner::is_performance_env_var(name)) << name;
+}
+
+}  // namespace

@@ -1,0 +1,81 @@
+// Test plugin: a well-formed library registering a tiny model and a loader.
+// The model can be told to fail or diverge at a given step, so the engine's
+// failure paths are exercised through a real shared library.
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+
+#include <runner/sdk.hpp>
+
+#include <limits>
+#include <stdexcept>
+
+namespace {
+
+class TinyLinear final : public runner::Model {
+ public:
+  TinyLinear(const runner::Options& o, const runner::ModelContext& ctx)
+      : linear_(ctx.input_shape.empty() ? 4 : ctx.input_shape[0],
+                ctx.num_classes > 0 ? ctx.num_classes : 2),
+        throw_at_(o.integer("throw_at_step")),
+        nan_at_(o.integer("nan_at_step")) {}
+
+  torch::nn::Module& module() override { return *linear_; }
+
+  torch::Tensor forward(const runner::Batch& batch) override {
+    if (calls_++ == throw_at_) throw std::runtime_error("tiny_linear: forward failed on purpose");
+    return linear_->forward(batch.inputs);
+  }
+
+  torch::Tensor loss(const torch::Tensor& output, const runner::Batch& batch) override {
+    torch::Tensor l = torch::nn::functional::cross_entropy(output, batch.targets);
+    if (calls_ - 1 == nan_at_) l = l * std::numeric_limits<float>::quiet_NaN();
+    return l;
+  }
+
+  runner::Batch example_batch(std::int64_t batch_size, torch::Device device) override {
+    return {torch::randn({batch_size, linear_->options.in_features()},
+                         torch::TensorOptions().device(device)),
+            {}, batch_size};
+  }
+
+ private:
+  torch::nn::Linear linear_;
+  std::int64_t throw_at_;
+  std::int64_t nan_at_;
+  std::int64_t calls_ = 0;
+};
+
+class TinyData final : public runner::Loader {
+ public:
+  explicit TinyData(const runner::Options& o) : size_(o.integer("size")) {}
+  runner::DataSpec spec() const override { return {{4}, 2}; }
+  std::int64_t size() const override { return size_; }
+  runner::Example get(std::int64_t index) override {
+    const float sign = index % 2 == 0 ? 1.0f : -1.0f;
+    return {torch::full({4}, sign * static_cast<float>(index % 7 + 1)),
+            torch::tensor(index % 2 == 0 ? 1 : 0, torch::kLong)};
+  }
+
+ private:
+  std::int64_t size_;
+};
+
+void register_plugins(runner::Registrar& r) {
+  runner::OptionSchema model_options;
+  model_options.integer("throw_at_step", -1, "forward throws at this call (-1: never)");
+  model_options.integer("nan_at_step", -1, "loss becomes NaN at this call (-1: never)");
+  r.add_model("tiny_linear", "one linear layer (test plugin)", std::move(model_options),
+              [](const runner::Options& o, const runner::ModelContext& ctx) {
+                return std::make_unique<TinyLinear>(o, ctx);
+              });
+  runner::OptionSchema data_options;
+  data_options.integer("size", 64, "samples").range(1, std::nullopt);
+  r.add_loader("tiny_data", "separable 4-feature data (test plugin)", std::move(data_options),
+               [](const runner::Options& o, const runner::LoaderContext&) {
+                 return std::make_unique<TinyData>(o);
+               });
+}
+
+}  // namespace
+
+RUNNER_PLUGIN(register_plugins)

@@ -1,0 +1,37 @@
+#include "runner/store/stats.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace {
+
+TEST(Stats, PercentilesInterpolateBetweenClosestRanks) {
+  const std::vector<double> v{1, 2, 3, 4};
+  EXPECT_DOUBLE_EQ(runner::store::percentile_sorted(v, 0), 1);
+  EXPECT_DOUBLE_EQ(runner::store::percentile_sorted(v, 50), 2.5);
+  EXPECT_DOUBLE_EQ(runner::store::percentile_sorted(v, 90), 3.7);
+  EXPECT_DOUBLE_EQ(runner::store::percentile_sorted(v, 100), 4);
+  EXPECT_DOUBLE_EQ(runner::store::percentile_sorted({7}, 99), 7);
+}
+
+TEST(Stats, SummaryOfKnownValues) {
+  const auto s = runner::store::summarize("step_time", "ns", {4, 1, 3, 2, 5});
+  EXPECT_EQ(s.metric, "step_time");
+  EXPECT_EQ(s.n, 5);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_DOUBLE_EQ(s.stddev, std::sqrt(2.5));  // sample standard deviation
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.p50, 3);
+  EXPECT_DOUBLE_EQ(s.p90, 4.6);
+  EXPECT_DOUBLE_EQ(s.p99, 4.96);
+  EXPECT_DOUBLE_EQ(s.max, 5);
+}
+
+TEST(Stats, EmptyInputGivesZeroCount) {
+  const auto s = runner::store::summarize("latency", "ns", {});
+  EXPECT_EQ(s.n, 0);
+  EXPECT_DOUBLE_EQ(s.stddev, 0);
+}
+
+}  // namespace
