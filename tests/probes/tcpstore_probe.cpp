@@ -4,7 +4,8 @@
 // port, hands it to a master TCPStore (TCPStoreOptions::masterListenFd, so no
 // port race and nothing listens beyond loopback), then re-executes itself as
 // the client (`--client <port>`). The two exchange keys with set/get/add/wait/
-// check; every blocking call is bounded by the store timeout (kTimeout), and
+// check; every blocking call is bounded (kTimeout, or kClientStartTimeout for
+// the first wait, which includes the client's start-up), and
 // the processes synchronise only through the store's blocking wait/get.
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -29,7 +30,11 @@ extern char** environ;
 namespace {
 
 constexpr std::string_view kProbe = "tcpstore";
-constexpr std::chrono::milliseconds kTimeout{5000};
+// Bound on every store operation.
+constexpr std::chrono::milliseconds kTimeout{10000};
+// Bound on the server's first wait, which also covers starting the client
+// process and loading LibTorch into it (seconds on a loaded 2-core machine).
+constexpr std::chrono::milliseconds kClientStartTimeout{30000};
 const std::string kHost = "127.0.0.1";
 
 using probe::bytes;
@@ -107,7 +112,7 @@ int run_server(const char* self) {
   try {
     store.set("server/hello", bytes("hello from server"));
     store.add("counter", 1);
-    store.wait({"client/hello", "client/added"});
+    store.wait({"client/hello", "client/added"}, kClientStartTimeout);
     expect(text(store.get("client/hello")) == "hello from client", "server read a wrong client/hello");
     const auto total = store.add("counter", 0);
     expect(total == 2, "counter is " + std::to_string(total) + ", expected 2");
