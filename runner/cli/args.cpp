@@ -89,7 +89,7 @@ Args parse(const CommandDef& command, const std::vector<std::string>& argv) {
   if (args.positionals.size() < command.positionals.size())
     throw Error(prefix + "missing " + command.positionals[args.positionals.size()],
                 "usage: " + command.usage);
-  if (args.positionals.size() > command.positionals.size())
+  if (!command.variadic && args.positionals.size() > command.positionals.size())
     throw Error(prefix + "unexpected argument '" + args.positionals[command.positionals.size()] +
                     "'",
                 "usage: " + command.usage);

@@ -24,6 +24,7 @@ struct CommandDef {
   std::string summary;                   ///< one line for `runner --help`
   std::string usage;                     ///< "runner run FILE [options]"
   std::vector<std::string> positionals;  ///< names of required positionals
+  bool variadic = false;                 ///< the last positional takes one or more values
   std::vector<OptionDef> options;        ///< command-specific options (common ones are added)
   std::string details;                   ///< extra paragraphs for --help
 };

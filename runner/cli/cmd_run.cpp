@@ -1,13 +1,23 @@
-// runner run FILE: validate everything, then run every repetition and record it.
+// runner run FILE / runner validate FILE: check everything, then run every
+// repetition of every trial (each in a child process by default) and record it.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 
 #include <cmath>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include "runner/cli/commands.hpp"
 #include "runner/cli/table.hpp"
 #include "runner/core/common/error.hpp"
 #include "runner/core/engine/engine.hpp"
+#include "runner/core/engine/isolation.hpp"
+#include "runner/core/engine/plan.hpp"
 #include "runner/core/experiment/experiment.hpp"
 #include "runner/core/fingerprint/fingerprint.hpp"
 #include "runner/core/plugin/host.hpp"
@@ -33,133 +43,416 @@ void load_plugins(PluginHost& host, const std::vector<fs::path>& experiment_path
 
 namespace {
 
+// Flags of `run` beyond the common ones.
+struct RunFlags {
+  std::vector<std::string> set;
+  bool isolate = true;
+  bool dry_run = false;
+  bool shuffle = false;
+  ResumePolicy policy = ResumePolicy::missing;
+  std::int64_t max_failures = 0;              // 0: no limit
+  std::int64_t max_consecutive_failures = 5;  // 0: no limit
+  Shard shard;
+};
+
+std::int64_t parse_count(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  long long value = -1;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used != text.size() || value < 0)
+    throw Error(option + " must be a non-negative integer, found '" + text + "'");
+  return value;
+}
+
+RunFlags run_flags(const Args& args) {
+  RunFlags f;
+  if (auto it = args.values.find("--set"); it != args.values.end()) f.set = it->second;
+  const std::string isolate = args.get("--isolate", "process");
+  if (isolate != "process" && isolate != "none")
+    throw Error("--isolate must be 'process' or 'none', found '" + isolate + "'");
+  f.isolate = isolate == "process";
+  f.dry_run = args.has("--dry-run");
+  f.shuffle = args.has("--shuffle");
+  if (args.has("--force") && args.has("--rerun-failed"))
+    throw Error("--force and --rerun-failed exclude each other",
+                "--force reruns everything; --rerun-failed only what failed");
+  if (args.has("--force")) f.policy = ResumePolicy::force;
+  if (args.has("--rerun-failed")) f.policy = ResumePolicy::rerun_failed;
+  if (args.has("--max-failures"))
+    f.max_failures = parse_count("--max-failures", args.get("--max-failures"));
+  if (args.has("--max-consecutive-failures"))
+    f.max_consecutive_failures =
+        parse_count("--max-consecutive-failures", args.get("--max-consecutive-failures"));
+  if (args.has("--shard")) f.shard = parse_shard(args.get("--shard"));
+  return f;
+}
+
 // Everything `run` and `validate` check before anything is written.
 struct Prepared {
   std::unique_ptr<PluginHost> host;
-  Experiment experiment;
-  std::string device;
+  std::vector<Trial> trials;
+  std::vector<std::vector<store::PluginRecord>> plugins;  // per trial
+  std::vector<std::string> identities;                    // per trial
+  std::map<std::string, std::string> devices;             // device.type -> resolved
 };
 
-Prepared prepare(const fs::path& file, const Global& global) {
-  Prepared p;
-  const auto parsed = parse_experiment_file(file);
-  p.host = std::make_unique<PluginHost>();
-  load_plugins(*p.host, plugin_paths_of(*parsed), global);
-  p.experiment = resolve_experiment(*parsed, *p.host);
-  p.device = resolve_device(p.experiment.device.type);
-  return p;
-}
-
-std::vector<store::PluginRecord> plugin_records(const Prepared& p) {
+std::vector<store::PluginRecord> plugin_records(const PluginHost& host, const Experiment& e) {
   std::vector<store::PluginRecord> records;
   auto add = [&](PluginKind kind, const std::string& name) {
-    const LoadedLibrary& lib = p.host->library_of(kind, name);
+    const LoadedLibrary& lib = host.library_of(kind, name);
     records.push_back({to_string(kind), name, lib.path.string(), lib.plugin_version, lib.sha256});
   };
-  const Experiment& e = p.experiment;
   add(PluginKind::model, e.model.plugin);
   if (e.data) add(PluginKind::loader, e.data->plugin);
   if (e.optimizer) add(PluginKind::optimizer, e.optimizer->plugin);
   return records;
 }
 
-double metric_of(const RunOutcome& o, const std::string& name) {
-  for (const auto& m : o.metrics)
+// The device check touches CUDA, which must not be initialised in the runner
+// process: its run processes are forked from it, and CUDA does not survive a fork.
+std::string resolve_device_isolated(const std::string& type) {
+  if (type == "cpu") return "cpu";
+  const std::string answer = capture_in_child([&] {
+    try {
+      return "ok:" + resolve_device(type);
+    } catch (const Error& e) {
+      return "error:" + std::string(e.what()) + "\n" + e.hint();
+    }
+  });
+  if (answer.rfind("ok:", 0) == 0) return answer.substr(3);
+  const std::string body = answer.substr(answer.find(':') + 1);
+  const auto newline = body.find('\n');
+  throw Error(body.substr(0, newline), newline == std::string::npos ? "" : body.substr(newline + 1));
+}
+
+Prepared prepare(const fs::path& file, const Global& global, const std::vector<std::string>& set) {
+  Prepared p;
+  const auto parsed = parse_experiment_file(file, set);
+  p.host = std::make_unique<PluginHost>();
+  load_plugins(*p.host, plugin_paths_of(*parsed), global);
+  p.trials = expand_trials(*parsed, *p.host);
+  for (const Trial& t : p.trials) {
+    p.plugins.push_back(plugin_records(*p.host, t.experiment));
+    p.identities.push_back(trial_identity(t.experiment.config_hash(), p.plugins.back()));
+    const std::string& type = t.experiment.device.type;
+    if (!p.devices.count(type)) p.devices[type] = resolve_device_isolated(type);
+  }
+  return p;
+}
+
+std::string trial_name(const Trial& t) {
+  return t.label.empty() ? "trial " + std::to_string(t.index + 1)
+                         : "trial " + std::to_string(t.index + 1) + " (" + t.label + ")";
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<long long>(std::llround(seconds));
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
+  return std::to_string(s / 3600) + "h" + std::to_string((s % 3600) / 60) + "m";
+}
+
+// The body of one run, in the run process (or in-process with --isolate none):
+// applies the trial's runtime settings, fingerprints the environment as the run
+// sees it, runs, and records everything in its own database connection.
+RunOutcome run_and_record(store::Store& db, std::int64_t run_id, const Trial& trial,
+                          const PluginHost& host, const Global& global,
+                          const std::atomic<bool>* stop, const std::string& progress_prefix) {
+  const Experiment& exp = trial.experiment;
+  configure_runtime(exp);
+  const Fingerprint fingerprint = collect_fingerprint(exp.seed);
+  db.set_run_fingerprint(run_id, db.upsert_fingerprint(fingerprint.hash(), fingerprint.json()));
+  RunRequest request;
+  request.experiment = &exp;
+  request.host = &host;
+  request.process_start = global.start;
+  request.stop = stop;
+  const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  request.on_progress = [&, terminal](const Progress& p) {
+    std::string line = progress_prefix + " step " + std::to_string(p.step) + "/" +
+                       std::to_string(p.total_steps);
+    if (!std::isnan(p.last_loss)) line += "  loss " + format_number(p.last_loss);
+    line += "  " + format_number(p.steps_per_s) + " steps/s";
+    if (terminal) {
+      std::cerr << "\r\033[K" << line << std::flush;
+    } else {
+      spdlog::info("{}", line);
+    }
+  };
+  RunOutcome outcome = execute_run(request);
+  if (terminal) std::cerr << "\r\033[K" << std::flush;
+  db.add_samples(run_id, outcome.samples);
+  db.finish_run(run_id, outcome.status, outcome.error, outcome.summaries, outcome.metrics);
+  return outcome;
+}
+
+// Final status of a run from its process's exit, when the process did not
+// record one itself.
+void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
+                       double timeout_s) {
+  const auto run = db.get_run(run_id);
+  if (run && run->row.stored_status != store::kStatusRunning) return;  // it recorded its verdict
+  switch (exit.kind) {
+    case ChildExit::Kind::timed_out:
+      db.finish_run(run_id, store::kStatusTimeout,
+                    "exceeded the timeout of " + format_duration(timeout_s) + " and was killed",
+                    {}, {});
+      break;
+    case ChildExit::Kind::interrupted:
+      db.mark_interrupted(run_id, "killed by a second interrupt");
+      break;
+    case ChildExit::Kind::signaled:
+      db.finish_run(run_id, store::kStatusCrashed,
+                    describe_signal(exit.signal) +
+                        (exit.signal == SIGKILL ? "; out of memory (OOM killer)?" : ""),
+                    {}, {}, exit.signal);
+      break;
+    case ChildExit::Kind::exited:
+      db.finish_run(run_id, store::kStatusFailed,
+                    "the run process exited with code " + std::to_string(exit.exit_code) +
+                        " before recording a result",
+                    {}, {});
+      break;
+  }
+}
+
+// Runs left "running" by a runner process of this host that no longer exists
+// (killed with SIGKILL, power loss of a container, ...): interrupted now,
+// without waiting for their heartbeat to go stale.
+bool process_gone(std::int64_t pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  // A killed process nobody has reaped yet still answers kill(); it is a zombie.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+std::int64_t mark_orphans_interrupted(store::Store& db) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::int64_t marked = 0;
+  for (const auto& run : db.running_runs()) {
+    // A run killed before its process recorded a fingerprint has no host:
+    // databases are per machine (shards are merged afterwards), so it is ours.
+    if (run.pid <= 0 || (!run.hostname.empty() && run.hostname != host)) continue;
+    if (!process_gone(run.pid)) continue;
+    if (db.mark_interrupted(run.run_id, "its runner process (pid " + std::to_string(run.pid) +
+                                            ") is gone"))
+      ++marked;
+  }
+  return marked;
+}
+
+const store::Summary* find_summary(const std::vector<store::Summary>& all, const std::string& m) {
+  for (const auto& s : all)
+    if (s.metric == m) return &s;
+  return nullptr;
+}
+
+double find_metric(const std::vector<store::Metric>& all, const std::string& name) {
+  for (const auto& m : all)
     if (m.name == name) return m.value;
   return std::nan("");
 }
 
-const store::Summary* summary_of(const RunOutcome& o, const std::string& name) {
-  for (const auto& s : o.summaries)
-    if (s.metric == name) return &s;
-  return nullptr;
-}
+int handle_run(const Args& args, const Global& global) {
+  const RunFlags flags = run_flags(args);
+  const fs::path file = args.positionals[0];
+  Prepared p = prepare(file, global, flags.set);
+  const Experiment& first = p.trials.front().experiment;
+  const std::int64_t repeats = first.repeats;
 
-int handle(const Args& args, const Global& global) {
-  Prepared p = prepare(args.positionals[0], global);
-  const Experiment& exp = p.experiment;
-  store::Store::check_writable(global.db);
-  configure_runtime(exp);
-  const Fingerprint fingerprint = collect_fingerprint(exp.seed);
+  std::vector<PlannedRun> plan;
+  for (const PlannedRun& r : interleave(p.trials.size(), repeats, flags.shuffle,
+                                        static_cast<std::uint64_t>(first.seed)))
+    if (in_shard(p.identities[r.trial], r.repeat, flags.shard)) plan.push_back(r);
 
-  store::Store db = store::Store::open(global.db);
-  const auto experiment_id = db.upsert_experiment(
-      exp.name, fs::absolute(exp.source_path).lexically_normal().string(), exp.source_text);
-  const auto trial_id = db.upsert_trial(experiment_id, exp.resolved_json(), exp.config_hash());
-  const auto fingerprint_id = db.upsert_fingerprint(fingerprint.hash(), fingerprint.json());
-  const auto plugins = plugin_records(p);
+  // Which planned runs already exist (read-only for a dry run).
+  auto existing_runs = [&](const store::Store& db) {
+    std::vector<std::vector<store::TrialRun>> existing;
+    for (const auto& identity : p.identities) existing.push_back(db.runs_of_identity(identity));
+    return existing;
+  };
 
-  spdlog::info("experiment '{}' ({}) on {}: {} repetition(s), database {}", exp.name, exp.kind,
-               p.device, exp.repeats, global.db.string());
-  const bool train = exp.kind == "train";
-  Table table(train ? std::vector<std::string>{"run", "repeat", "status", "steps", "step p50",
-                                               "step p90", "samples/s", "loss first", "loss final"}
-                    : std::vector<std::string>{"run", "repeat", "status", "batches",
-                                               "latency p50", "p90", "p99", "samples/s"});
-  int failures = 0;
-  for (std::int64_t repeat = 0; repeat < exp.repeats; ++repeat) {
-    store::RunStart start;
-    start.trial_id = trial_id;
-    start.fingerprint_id = fingerprint_id;
-    start.repeat_index = repeat;
-    start.kind = exp.kind;
-    start.seed = static_cast<std::int64_t>(run_seed(exp, repeat));
-    start.load_average = load_average_1m();
-    const auto run_id = db.begin_run(start);
-    db.add_plugins(run_id, plugins);
-
-    RunRequest request;
-    request.experiment = &exp;
-    request.host = p.host.get();
-    request.repeat_index = repeat;
-    request.process_start = global.start;
-    request.on_progress = [&](const Progress& progress) {
-      if (std::isnan(progress.last_loss))
-        spdlog::info("run {} step {}/{}  {:.0f} steps/s", run_id, progress.step,
-                     progress.total_steps, progress.steps_per_s);
-      else
-        spdlog::info("run {} step {}/{}  loss {:.4f}  {:.0f} steps/s", run_id, progress.step,
-                     progress.total_steps, progress.last_loss, progress.steps_per_s);
-    };
-    const RunOutcome outcome = execute_run(request);
-    db.add_samples(run_id, outcome.samples);
-    db.finish_run(run_id, outcome.status, outcome.error, outcome.summaries, outcome.metrics);
-    if (outcome.status != store::kStatusFinished) {
-      ++failures;
-      spdlog::error("run {} {}: {}", run_id, outcome.status, outcome.error);
+  if (flags.dry_run) {
+    std::vector<std::vector<store::TrialRun>> existing(p.trials.size());
+    std::error_code ec;
+    if (fs::exists(global.db, ec)) existing = existing_runs(store::Store::open_read_only(global.db));
+    Table table({"#", "trial", "repeat", "action"});
+    std::int64_t to_run = 0;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      const std::string reason = skip_reason(existing[plan[i].trial], plan[i].repeat, flags.policy);
+      to_run += reason.empty() ? 1 : 0;
+      table.add({std::to_string(i + 1), trial_name(p.trials[plan[i].trial]),
+                 std::to_string(plan[i].repeat), reason.empty() ? "run" : "skip: " + reason});
     }
-    const store::Summary* wall = summary_of(outcome, train ? "step_time" : "latency");
-    const std::string n = wall ? std::to_string(wall->n) : "0";
-    if (train) {
-      table.add({std::to_string(run_id), std::to_string(repeat), outcome.status, n,
-                 wall ? format_ns(wall->p50) : "-", wall ? format_ns(wall->p90) : "-",
-                 format_number(metric_of(outcome, "samples_per_s")),
-                 format_number(metric_of(outcome, "loss_initial")),
-                 format_number(metric_of(outcome, "loss_final"))});
+    table.print(std::cout);
+    std::cout << to_run << " of " << plan.size() << " runs would run";
+    if (flags.shard.count > 1)
+      std::cout << " (shard " << flags.shard.index << "/" << flags.shard.count << ")";
+    std::cout << "; nothing was written\n";
+    return kExitOk;
+  }
+
+  store::Store::check_writable(global.db);
+  // Optional because the connection is closed around every fork: SQLite's
+  // locking state must never be inherited by a child process.
+  std::optional<store::Store> connection(store::Store::open(global.db));
+  store::Store& db = *connection;
+  if (const auto stale = db.mark_stale_runs_interrupted() + mark_orphans_interrupted(db); stale > 0)
+    spdlog::warn("{} run(s) left running by a runner that stopped were marked interrupted", stale);
+  const auto experiment_id = db.upsert_experiment(
+      first.name, fs::absolute(first.source_path).lexically_normal().string(), first.source_text);
+  std::vector<std::int64_t> trial_ids;
+  for (std::size_t t = 0; t < p.trials.size(); ++t)
+    trial_ids.push_back(db.upsert_trial(experiment_id, p.trials[t].experiment.resolved_json(),
+                                        p.trials[t].experiment.config_hash(), p.identities[t],
+                                        p.trials[t].label));
+  const auto existing = existing_runs(db);
+  std::vector<PlannedRun> todo;
+  std::int64_t skipped = 0;
+  for (const PlannedRun& r : plan) {
+    if (skip_reason(existing[r.trial], r.repeat, flags.policy).empty()) {
+      todo.push_back(r);
     } else {
-      table.add({std::to_string(run_id), std::to_string(repeat), outcome.status, n,
-                 wall ? format_ns(wall->p50) : "-", wall ? format_ns(wall->p90) : "-",
-                 wall ? format_ns(wall->p99) : "-",
-                 format_number(metric_of(outcome, "samples_per_s"))});
+      ++skipped;
     }
   }
-  std::cout << "\n" << exp.name << " (" << exp.kind << ", " << p.device << ", config "
-            << exp.config_hash().substr(0, 12) << ")\n";
-  table.print(std::cout);
+  spdlog::info("experiment '{}' ({}): {} trial(s) x {} repetition(s); {} to run, {} already done; "
+               "database {}",
+               first.name, first.kind, p.trials.size(), repeats, todo.size(), skipped,
+               global.db.string());
+
+  Interrupts::install();
+  const bool train = first.kind == "train";
+  Table table(train ? std::vector<std::string>{"run", "trial", "repeat", "status", "step p50",
+                                               "step p90", "samples/s", "loss final"}
+                    : std::vector<std::string>{"run", "trial", "repeat", "status", "latency p50",
+                                               "p90", "p99", "samples/s"});
+  std::int64_t failures = 0, consecutive = 0, done = 0;
+  double spent_s = 0;
+  bool stopped_by_policy = false;
+  for (const PlannedRun& r : todo) {
+    if (Interrupts::count() > 0) break;
+    const Trial& trial = p.trials[r.trial];
+    const Experiment& exp = trial.experiment;
+    store::RunStart start;
+    start.trial_id = trial_ids[r.trial];
+    start.repeat_index = r.repeat;
+    start.kind = exp.kind;
+    start.seed = static_cast<std::int64_t>(run_seed(exp, r.repeat));
+    start.load_average = load_average_1m();
+    const auto run_id = connection->begin_run(start);
+    connection->add_plugins(run_id, p.plugins[r.trial]);
+    const double eta = done > 0 ? spent_s / static_cast<double>(done) *
+                                      static_cast<double>(todo.size() - static_cast<std::size_t>(done))
+                                : std::nan("");
+    const std::string prefix = "[" + std::to_string(done + 1) + "/" + std::to_string(todo.size()) +
+                               "] run " + std::to_string(run_id) + " " + trial_name(trial) +
+                               " repeat " + std::to_string(r.repeat) +
+                               (std::isnan(eta) ? "" : " eta " + format_duration(eta)) +
+                               (failures ? " failures " + std::to_string(failures) : "");
+    const auto t0 = std::chrono::steady_clock::now();
+    if (flags.isolate) {
+      ChildOptions options;
+      options.timeout = std::chrono::duration<double>(exp.timeout_s);
+      options.tick = std::chrono::duration<double>(10.0);
+      options.on_tick = [&] { store::Store::open(global.db).heartbeat(run_id); };
+      connection.reset();
+      const ChildExit exit = run_in_child(
+          [&]() -> int {
+            store::Store child_db = store::Store::open(global.db);
+            const RunOutcome outcome = run_and_record(child_db, run_id, trial, *p.host, global,
+                                                      &child_stop_flag(), prefix);
+            return outcome.status == store::kStatusFinished ? 0 : 3;
+          },
+          options);
+      connection.emplace(store::Store::open(global.db));
+      record_child_exit(*connection, run_id, exit, exp.timeout_s);
+    } else {
+      (void)run_and_record(*connection, run_id, trial, *p.host, global, &Interrupts::flag(), prefix);
+    }
+    spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++done;
+
+    const auto detail = connection->get_run(run_id);
+    const std::string status = detail ? detail->row.status : "?";
+    if (status == store::kStatusFinished) {
+      consecutive = 0;
+    } else if (status != store::kStatusInterrupted) {
+      ++failures;
+      ++consecutive;
+      spdlog::error("run {} ({}, repeat {}) {}: {}", run_id, trial_name(trial), r.repeat, status,
+                    detail ? detail->error : "");
+    }
+    const store::Summary* wall =
+        detail ? find_summary(detail->summaries, train ? "step_time" : "latency") : nullptr;
+    const std::vector<store::Metric> metrics = detail ? detail->metrics : std::vector<store::Metric>{};
+    const std::string trial_column = trial.label.empty() ? std::to_string(trial.index + 1) : trial.label;
+    if (train) {
+      table.add({std::to_string(run_id), trial_column, std::to_string(r.repeat), status,
+                 wall ? format_ns(wall->p50) : "-", wall ? format_ns(wall->p90) : "-",
+                 format_number(find_metric(metrics, "samples_per_s")),
+                 format_number(find_metric(metrics, "loss_final"))});
+    } else {
+      table.add({std::to_string(run_id), trial_column, std::to_string(r.repeat), status,
+                 wall ? format_ns(wall->p50) : "-", wall ? format_ns(wall->p90) : "-",
+                 wall ? format_ns(wall->p99) : "-",
+                 format_number(find_metric(metrics, "samples_per_s"))});
+    }
+    if (flags.max_failures > 0 && failures >= flags.max_failures) {
+      spdlog::error("stopping: {} failed run(s) reached --max-failures {}", failures,
+                    flags.max_failures);
+      stopped_by_policy = true;
+      break;
+    }
+    if (flags.max_consecutive_failures > 0 && consecutive >= flags.max_consecutive_failures) {
+      spdlog::error("stopping: {} consecutive failed runs (--max-consecutive-failures {}); "
+                    "the machine or the setup is probably broken",
+                    consecutive, flags.max_consecutive_failures);
+      stopped_by_policy = true;
+      break;
+    }
+  }
+  const bool interrupted = Interrupts::count() > 0;
+  std::cout << "\n" << first.name << " (" << first.kind << ", " << p.trials.size()
+            << " trial(s), " << done << " run(s) now, " << skipped << " skipped as done)\n";
+  if (!table.empty()) table.print(std::cout);
   std::cout << "recorded in " << global.db.string() << "\n";
+  if (interrupted) {
+    spdlog::warn("interrupted: {} of {} runs done; run the same command again to resume", done,
+                 todo.size());
+    return 128 + SIGINT;
+  }
+  if (stopped_by_policy) return kExitRunFailed;
   return failures == 0 ? kExitOk : kExitRunFailed;
 }
 
 int handle_validate(const Args& args, const Global& global) {
-  const Prepared p = prepare(args.positionals[0], global);
-  const Experiment& e = p.experiment;
+  std::vector<std::string> set;
+  if (auto it = args.values.find("--set"); it != args.values.end()) set = it->second;
+  const Prepared p = prepare(args.positionals[0], global, set);
+  const Experiment& e = p.trials.front().experiment;
   std::cout << e.source_path.string() << ": ok\n"
-            << "experiment '" << e.name << "' (" << e.kind << ") on " << p.device << ", "
-            << e.repeats << " repetition(s), config " << e.config_hash().substr(0, 12) << "\n"
-            << "  model " << e.model.plugin;
-  if (e.data) std::cout << ", loader " << e.data->plugin;
-  if (e.optimizer) std::cout << ", optimizer " << e.optimizer->plugin;
-  std::cout << "\n";
+            << "experiment '" << e.name << "' (" << e.kind << "): " << p.trials.size()
+            << " trial(s) x " << e.repeats << " repetition(s)\n";
+  if (args.has("--list-trials")) {
+    Table table({"#", "label", "model", "loader", "optimizer", "device", "config"});
+    for (const Trial& t : p.trials) {
+      const Experiment& x = t.experiment;
+      table.add({std::to_string(t.index + 1), t.label.empty() ? "-" : t.label, x.model.plugin,
+                 x.data ? x.data->plugin : "-", x.optimizer ? x.optimizer->plugin : "-",
+                 p.devices.at(x.device.type), x.config_hash().substr(0, 12)});
+    }
+    table.print(std::cout);
+  }
   return kExitOk;
 }
 
@@ -168,23 +461,45 @@ int handle_validate(const Args& args, const Global& global) {
 Command run_command() {
   CommandDef def;
   def.name = "run";
-  def.summary = "run an experiment and record every run in the database";
+  def.summary = "run an experiment's trials and record every run in the database";
   def.usage = "runner run FILE [options]";
   def.positionals = {"FILE"};
+  def.options = {
+      {"--set", "KEY=VALUE", "override a dotted key of the file (e.g. train.steps=50)", true},
+      {"--dry-run", "", "print the runs that would run or be skipped; write nothing", false},
+      {"--rerun-failed", "", "also rerun failed, crashed, timed-out and diverged runs", false},
+      {"--force", "", "rerun every run, even finished ones", false},
+      {"--isolate", "MODE", "process (default: each run in a child process) or none", false},
+      {"--shuffle", "", "shuffle the trial order of every round (seeded)", false},
+      {"--max-failures", "N", "stop after N failed runs (default 0: no limit)", false},
+      {"--max-consecutive-failures", "K", "stop after K failures in a row (default 5; 0: off)",
+       false},
+      {"--shard", "K/N", "run only shard K of N (deterministic; merge with 'runner merge')",
+       false},
+  };
   def.details =
       "Everything is checked before anything is written: a bad file, an unknown plugin,\n"
       "a bad option or an unwritable database exits 2 and leaves the database untouched.\n"
-      "Exit codes: 0 all runs finished, 1 a run failed, 2 bad input or usage.";
-  return {def, &handle};
+      "Runs already recorded for the same trial (same resolved configuration and plugin\n"
+      "files) are skipped, so the same command resumes an interrupted sweep.\n"
+      "Ctrl-C stops the current run cleanly (interrupted); a second Ctrl-C kills it.\n"
+      "Exit codes: 0 all runs finished, 1 a run failed, 2 bad input or usage, 130 interrupted.";
+  return {def, &handle_run};
 }
 
 Command validate_command() {
   CommandDef def;
   def.name = "validate";
-  def.summary = "check an experiment file without running it";
+  def.summary = "check an experiment file and its trials without running anything";
   def.usage = "runner validate FILE [options]";
   def.positionals = {"FILE"};
-  def.details = "Checks syntax, sections, keys, types, ranges, plugin names and plugin options.";
+  def.options = {
+      {"--set", "KEY=VALUE", "override a dotted key of the file", true},
+      {"--list-trials", "", "print the expanded list of trials", false},
+  };
+  def.details =
+      "Checks syntax, sections, keys, types, ranges, extends, sweeps, plugin names and\n"
+      "plugin options of every trial.";
   return {def, &handle_validate};
 }
 

@@ -25,6 +25,7 @@ Command plugins_command();
 Command plugins_describe_command();
 Command runs_command();
 Command show_command();
+Command merge_command();
 
 /// Loads built-in, RUNNER_PLUGIN_PATH, `extra` (experiment) and --plugin-path plugins.
 void load_plugins(PluginHost& host, const std::vector<std::filesystem::path>& experiment_paths,

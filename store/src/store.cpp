@@ -9,7 +9,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
 #include <string_view>
 #include <utility>
 
@@ -167,9 +170,160 @@ JOIN trials AS t ON t.id = r.trial_id
 JOIN experiments AS e ON e.id = t.experiment_id;
 )sql";
 
+// A "running" run whose heartbeat is older than kStaleHeartbeatSeconds: its
+// process died without a verdict. One spelling, shared by the v2 views and the
+// C++ queries, so that every reader agrees. The views freeze the number: a
+// different threshold needs a new migration that recreates them. These
+// macros are part of the text of the released v2 step: never edit them;
+// define new ones for a new step.
+#define RUNNER_STALE_SECONDS "60"
+#define RUNNER_IS_STALE(r)                                                         \
+  "(" r ".status = 'running' AND julianday(" r ".heartbeat_at) < julianday('now') - " \
+  RUNNER_STALE_SECONDS " / 86400.0)"
+// The error text of a run found stale (mark_stale_runs_interrupted, merge).
+#define RUNNER_STALE_ERROR(r)                                                         \
+  "('no heartbeat since ' || " r ".heartbeat_at || coalesce(' (pid ' || " r ".pid || ')', '') || " \
+  "'; the runner process stopped without recording a verdict')"
+#define RUNNER_EFFECTIVE_STATUS(r) \
+  "(CASE WHEN " RUNNER_IS_STALE(r) " THEN 'interrupted' ELSE " r ".status END)"
+
+// Version 2: trial identity (config hash + plugin hashes) and sweep label;
+// runs get pid, signal and a uuid that identifies them across databases
+// (merge); the views show the effective status. Dropping the UNIQUE
+// (experiment_id, config_hash) constraint needs a table rebuild (SQLite's
+// ALTER TABLE cannot drop constraints); runs is rebuilt too so that uuid can
+// be NOT NULL UNIQUE. Ids are copied, so every reference stays valid. New
+// columns go last, so `SELECT *` positions of version 1 do not move.
+//
+// v1 runs get a uuid derived from their own content and their id, not a
+// random one: the same v1 file migrated twice (in place, or as a temporary
+// copy by merge) yields the same uuids, so merging it twice adds nothing.
+// runner_sha256() is registered on every connection the store opens; it is
+// used only here, never in a view or default, because other SQLite clients
+// do not have it.
+constexpr const char* kSchemaV2 = R"sql(
+DROP VIEW run_overview;
+DROP VIEW run_summaries;
+
+CREATE TABLE trials_v2 (
+  id            INTEGER PRIMARY KEY,
+  experiment_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+  config_json   TEXT NOT NULL,
+  config_hash   TEXT NOT NULL,
+  created_at    TEXT NOT NULL DEFAULT )sql" RUNNER_NOW R"sql(,
+  identity      TEXT NOT NULL,
+  label         TEXT,
+  UNIQUE (experiment_id, identity)
+);
+INSERT INTO trials_v2 (id, experiment_id, config_json, config_hash, created_at, identity, label)
+SELECT id, experiment_id, config_json, config_hash, created_at, config_hash, NULL FROM trials;
+DROP TABLE trials;
+ALTER TABLE trials_v2 RENAME TO trials;
+CREATE INDEX trials_config_hash ON trials(config_hash);
+
+CREATE TABLE runs_v2 (
+  id             INTEGER PRIMARY KEY,
+  trial_id       INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+  fingerprint_id INTEGER REFERENCES fingerprints(id),
+  repeat_index   INTEGER NOT NULL CHECK (repeat_index >= 0),
+  kind           TEXT NOT NULL,
+  status         TEXT NOT NULL CHECK (status IN ('running', 'finished', 'failed', 'crashed',
+                                                 'timeout', 'interrupted', 'diverged')),
+  error          TEXT,
+  seed           INTEGER NOT NULL,
+  rank           INTEGER NOT NULL DEFAULT 0 CHECK (rank >= 0),
+  load_average   REAL,
+  started_at     TEXT NOT NULL DEFAULT )sql" RUNNER_NOW R"sql(,
+  finished_at    TEXT,
+  heartbeat_at   TEXT NOT NULL DEFAULT )sql" RUNNER_NOW R"sql(,
+  pid            INTEGER CHECK (pid > 0),
+  signal         INTEGER CHECK (signal > 0),
+  uuid           TEXT NOT NULL UNIQUE CHECK (length(uuid) = 32),
+  CHECK ((status = 'running') = (finished_at IS NULL))
+);
+INSERT INTO runs_v2 (id, trial_id, fingerprint_id, repeat_index, kind, status, error, seed, rank,
+                     load_average, started_at, finished_at, heartbeat_at, pid, signal, uuid)
+SELECT r.id, r.trial_id, r.fingerprint_id, r.repeat_index, r.kind, r.status, r.error, r.seed,
+       r.rank, r.load_average, r.started_at, r.finished_at, r.heartbeat_at, NULL, NULL,
+       substr(runner_sha256('runner-v1-run|' || r.id || '|' || r.trial_id || '|' ||
+                            coalesce(t.config_hash, '') || '|' || coalesce(e.source_sha256, '') ||
+                            '|' || r.repeat_index || '|' || r.rank || '|' || r.started_at), 1, 32)
+FROM runs AS r
+LEFT JOIN trials AS t ON t.id = r.trial_id
+LEFT JOIN experiments AS e ON e.id = t.experiment_id;
+DROP TABLE runs;
+ALTER TABLE runs_v2 RENAME TO runs;
+CREATE INDEX runs_trial_id ON runs(trial_id);
+CREATE INDEX runs_status ON runs(status);
+CREATE INDEX runs_fingerprint_id ON runs(fingerprint_id);
+
+CREATE VIEW run_overview AS
+SELECT r.id            AS run_id,
+       e.name          AS experiment,
+       r.trial_id      AS trial_id,
+       t.config_hash   AS config_hash,
+       r.repeat_index  AS repeat_index,
+       r.kind          AS kind,
+       )sql" RUNNER_EFFECTIVE_STATUS("r") R"sql( AS status,
+       r.rank          AS rank,
+       r.started_at    AS started_at,
+       r.finished_at   AS finished_at,
+       round((julianday(r.finished_at) - julianday(r.started_at)) * 86400.0, 3) AS duration_s,
+       s.p50           AS p50_ns,
+       m.value         AS samples_per_s,
+       r.error         AS error,
+       r.status        AS stored_status,
+       t.label         AS label,
+       t.identity      AS identity,
+       r.heartbeat_at  AS heartbeat_at,
+       r.pid           AS pid,
+       r.signal        AS signal,
+       r.uuid          AS uuid
+FROM runs AS r
+JOIN trials AS t ON t.id = r.trial_id
+JOIN experiments AS e ON e.id = t.experiment_id
+LEFT JOIN summaries AS s
+  ON s.run_id = r.id AND s.metric = CASE r.kind WHEN 'infer' THEN 'latency' ELSE 'step_time' END
+LEFT JOIN metrics AS m ON m.run_id = r.id AND m.name = 'samples_per_s';
+
+CREATE VIEW run_summaries AS
+SELECT r.id           AS run_id,
+       e.name         AS experiment,
+       r.trial_id     AS trial_id,
+       t.config_hash  AS config_hash,
+       r.repeat_index AS repeat_index,
+       r.kind         AS kind,
+       )sql" RUNNER_EFFECTIVE_STATUS("r") R"sql( AS status,
+       s.metric       AS metric,
+       s.unit         AS unit,
+       s.n            AS n,
+       s.mean         AS mean,
+       s.stddev       AS stddev,
+       s.min          AS min,
+       s.p50          AS p50,
+       s.p90          AS p90,
+       s.p99          AS p99,
+       s.max          AS max,
+       r.status       AS stored_status,
+       t.label        AS label,
+       t.identity     AS identity
+FROM summaries AS s
+JOIN runs AS r ON r.id = s.run_id
+JOIN trials AS t ON t.id = r.trial_id
+JOIN experiments AS e ON e.id = t.experiment_id;
+)sql";
+
 #undef RUNNER_NOW
 
-constexpr std::array<const char*, 1> kMigrations = {kSchemaV1};
+constexpr int parse_decimal(const char* text) {
+  int value = 0;
+  for (; *text != '\0'; ++text) value = value * 10 + (*text - '0');
+  return value;
+}
+static_assert(parse_decimal(RUNNER_STALE_SECONDS) == kStaleHeartbeatSeconds,
+              "the views' stale threshold must match kStaleHeartbeatSeconds");
+
+constexpr std::array<const char*, 2> kMigrations = {kSchemaV1, kSchemaV2};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 
@@ -178,6 +332,22 @@ constexpr std::array<const char*, 6> kFinalStatuses = {
     kStatusTimeout,  kStatusInterrupted, kStatusDiverged};
 
 constexpr const char* kWritableHint = "choose a writable path with --db PATH or RUNNER_DB";
+
+/// 128 random bits as 32 lowercase hex digits. std::random_device reads the
+/// OS (or the CPU) on every call, so forked processes do not repeat each
+/// other, as they would with SQLite's randomblob() and its process-wide PRNG
+/// state copied by fork.
+std::string random_uuid() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device device;
+  std::string out;
+  out.reserve(32);
+  for (int word = 0; word < 4; ++word) {
+    std::uint32_t bits = device();
+    for (int nibble = 0; nibble < 8; ++nibble, bits >>= 4U) out.push_back(kHex[bits & 0xFU]);
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------------------
 // SQLite plumbing. Low-level failures are SqliteError (code + sqlite's own
@@ -242,6 +412,11 @@ class Statement {
     }
   }
   void bind_null(int index) { check(sqlite3_bind_null(stmt_.get(), index)); }
+  /// Binds column `column` of another statement's current row, whatever its
+  /// type (used to copy rows between databases without reinterpreting them).
+  void bind_column(int index, const Statement& from, int column) {
+    check(sqlite3_bind_value(stmt_.get(), index, sqlite3_column_value(from.stmt_.get(), column)));
+  }
 
   /// True while a row is available; throws on error.
   bool step() {
@@ -353,6 +528,28 @@ Error foreign_file_error(const std::filesystem::path& path, const std::string& r
                "choose another file with --db PATH or RUNNER_DB");
 }
 
+/// Switches foreign key enforcement off for its lifetime and restores it.
+/// Migration steps rebuild tables; with enforcement on, DROP TABLE of the old
+/// copy would cascade-delete every row that refers to it. The pragma is a
+/// no-op inside a transaction, so this wraps the step transactions.
+class ForeignKeysOff {
+ public:
+  explicit ForeignKeysOff(sqlite3* db) : db_(db) {
+    Statement query(db_, "PRAGMA foreign_keys");
+    was_on_ = query.step() && query.int64(0) != 0;
+    if (was_on_) exec(db_, "PRAGMA foreign_keys = OFF");
+  }
+  ForeignKeysOff(const ForeignKeysOff&) = delete;
+  ForeignKeysOff& operator=(const ForeignKeysOff&) = delete;
+  ~ForeignKeysOff() {
+    if (was_on_) sqlite3_exec(db_, "PRAGMA foreign_keys = ON", nullptr, nullptr, nullptr);
+  }
+
+ private:
+  sqlite3* db_;
+  bool was_on_ = false;
+};
+
 /// Brings the file to kSchemaVersion, one step per transaction so that a
 /// failed step leaves the file at the previous, consistent version.
 void migrate(sqlite3* db, const std::filesystem::path& path) {
@@ -360,6 +557,8 @@ void migrate(sqlite3* db, const std::filesystem::path& path) {
   if (version > kSchemaVersion) throw newer_schema_error(path, version);
   if (version == 0 && has_user_objects(db))
     throw foreign_file_error(path, "it has tables but no runner schema version");
+  if (version == kSchemaVersion) return;
+  const ForeignKeysOff foreign_keys_off(db);
   while (version < kSchemaVersion) {
     Transaction tx(db);
     // Another process may have migrated between our read and our write lock.
@@ -383,13 +582,81 @@ void migrate(sqlite3* db, const std::filesystem::path& path) {
   throw Error("cannot write database " + quoted(path) + ": " + e.what(), kWritableHint);
 }
 
+/// runner_sha256(text): lowercase hex SHA-256, for migration steps only.
+void sql_sha256(sqlite3_context* context, int /*argc*/, sqlite3_value** argv) {
+  // A C callback: nothing may escape it.
+  try {
+    const auto* data = static_cast<const char*>(sqlite3_value_blob(argv[0]));
+    const auto size = static_cast<std::size_t>(sqlite3_value_bytes(argv[0]));
+    const std::string hex = sha256_hex(std::string_view(data != nullptr ? data : "", size));
+    sqlite3_result_text64(context, hex.data(), hex.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+  } catch (const std::exception& e) {
+    sqlite3_result_error(context, e.what(), -1);
+  }
+}
+
 Connection open_connection(const std::filesystem::path& path, int flags) {
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   // sqlite3_open_v2 hands out a handle even on failure; it must be closed.
   Connection db(raw);
   if (rc != SQLITE_OK) raise(db.get(), rc);
+  const int fn = sqlite3_create_function_v2(db.get(), "runner_sha256", 1,
+                                            SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+                                            &sql_sha256, nullptr, nullptr, nullptr);
+  if (fn != SQLITE_OK) raise(db.get(), fn);
   return db;
+}
+
+/// Opens an existing runner database read-only, checking that it is one and
+/// that this runner can read its version (returned in `version`).
+Connection open_checked_read_only(const std::filesystem::path& path, int& version) {
+  std::error_code ec;
+  // An unreadable directory sets `ec`; then SQLite reports the real reason.
+  if (!std::filesystem::exists(path, ec) && !ec) {
+    throw Error("database " + quoted(path) + " does not exist",
+                "run an experiment first with 'runner run FILE', or pass --db PATH");
+  }
+  Connection db;
+  try {
+    db = open_connection(path, SQLITE_OPEN_READONLY);
+    exec(db.get(), "PRAGMA busy_timeout = 5000");
+    version = read_user_version(db.get());
+    if (version > kSchemaVersion) throw newer_schema_error(path, version);
+    if (version == 0) {
+      throw foreign_file_error(path, has_user_objects(db.get())
+                                         ? "it has tables but no runner schema version"
+                                         : "it is empty");
+    }
+  } catch (const SqliteError& e) {
+    throw_open_error(path, e, true);
+  }
+  return db;
+}
+
+/// A connection at kSchemaVersion on an existing runner database: the file
+/// itself, read-only, or, for an older version, a migrated private temporary
+/// copy (the file is never written; the copy is deleted when the connection
+/// closes and refuses writes like the file would).
+Connection open_current_read_only(const std::filesystem::path& path) {
+  int version = 0;
+  Connection db = open_checked_read_only(path, version);
+  if (version == kSchemaVersion) return db;
+  try {
+    // An empty name is a private on-disk temporary database, removed on close.
+    Connection copy = open_connection("", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    sqlite3_backup* backup = sqlite3_backup_init(copy.get(), "main", db.get(), "main");
+    if (backup == nullptr) raise(copy.get(), sqlite3_errcode(copy.get()));
+    sqlite3_backup_step(backup, -1);
+    const int rc = sqlite3_backup_finish(backup);
+    if (rc != SQLITE_OK) raise(copy.get(), rc);
+    migrate(copy.get(), path);
+    exec(copy.get(), "PRAGMA foreign_keys = ON");
+    exec(copy.get(), "PRAGMA query_only = ON");
+    return copy;
+  } catch (const SqliteError& e) {
+    throw_open_error(path, e, true);
+  }
 }
 
 [[noreturn]] void throw_not_writable(const std::filesystem::path& path, int error_number) {
@@ -456,27 +723,7 @@ Store Store::open(const std::filesystem::path& path) {
 }
 
 Store Store::open_read_only(const std::filesystem::path& path) {
-  std::error_code ec;
-  // An unreadable directory sets `ec`; then SQLite reports the real reason.
-  if (!std::filesystem::exists(path, ec) && !ec) {
-    throw Error("database " + quoted(path) + " does not exist",
-                "run an experiment first with 'runner run FILE', or pass --db PATH");
-  }
-  Connection db;
-  try {
-    db = open_connection(path, SQLITE_OPEN_READONLY);
-    exec(db.get(), "PRAGMA busy_timeout = 5000");
-    const int version = read_user_version(db.get());
-    if (version > kSchemaVersion) throw newer_schema_error(path, version);
-    if (version == 0) {
-      throw foreign_file_error(path, has_user_objects(db.get())
-                                         ? "it has tables but no runner schema version"
-                                         : "it is empty");
-    }
-  } catch (const SqliteError& e) {
-    throw_open_error(path, e, true);
-  }
-  return Store(db.release());
+  return Store(open_current_read_only(path).release());
 }
 
 int Store::schema_version() const {
@@ -507,25 +754,59 @@ std::int64_t Store::upsert_experiment(const std::string& name, const std::string
 }
 
 std::int64_t Store::upsert_trial(std::int64_t experiment_id, const std::string& config_json,
-                                 const std::string& config_hash) {
-  return with_context("cannot record trial " + config_hash, [&] {
+                                 const std::string& config_hash, const std::string& identity,
+                                 const std::string& label) {
+  return with_context("cannot record trial " + identity, [&] {
+    // A label is descriptive, not identity: the same configuration reached
+    // under another label is the same trial. The first label written stays,
+    // but a trial recorded without one gets one.
     Statement insert(db_,
-                     "INSERT INTO trials (experiment_id, config_json, config_hash) "
-                     "VALUES (?1, ?2, ?3) ON CONFLICT (experiment_id, config_hash) DO NOTHING");
+                     "INSERT INTO trials (experiment_id, config_json, config_hash, identity, label) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (experiment_id, identity) "
+                     "DO UPDATE SET label = excluded.label "
+                     "WHERE trials.label IS NULL AND excluded.label IS NOT NULL");
     insert.bind_int(1, experiment_id);
     insert.bind_text(2, config_json);
     insert.bind_text(3, config_hash);
+    insert.bind_text(4, identity);
+    insert.bind_text_or_null(5, label);
     insert.run();
     Statement find(db_,
-                   "SELECT id, config_json FROM trials WHERE experiment_id = ?1 AND config_hash = ?2");
+                   "SELECT id, config_json, config_hash FROM trials "
+                   "WHERE experiment_id = ?1 AND identity = ?2");
     find.bind_int(1, experiment_id);
-    find.bind_text(2, config_hash);
+    find.bind_text(2, identity);
     if (!find.step()) throw SqliteError(SQLITE_INTERNAL, "row vanished after insert");
-    // Equal hashes with different text mean the caller's hashing is broken;
-    // silently reusing the row would attach runs to the wrong configuration.
-    if (find.text(1) != config_json)
-      throw Error("trial " + config_hash + " is already stored with a different configuration",
-                  {}, ErrorKind::run);
+    // Equal identities with different contents mean the caller's hashing is
+    // broken; silently reusing the row would attach runs to the wrong configuration.
+    if (find.text(1) != config_json || find.text(2) != config_hash)
+      throw Error("trial " + identity + " is already stored with a different configuration", {},
+                  ErrorKind::run);
+    return find.int64(0);
+  });
+}
+
+std::optional<std::int64_t> Store::find_experiment(const std::string& name,
+                                                   const std::string& source_text) const {
+  return with_context("cannot look up experiment '" + name + "'",
+                      [&]() -> std::optional<std::int64_t> {
+                        Statement find(db_,
+                                       "SELECT id FROM experiments "
+                                       "WHERE name = ?1 AND source_sha256 = ?2");
+                        find.bind_text(1, name);
+                        find.bind_text(2, sha256_hex(source_text));
+                        if (!find.step()) return std::nullopt;
+                        return find.int64(0);
+                      });
+}
+
+std::optional<std::int64_t> Store::find_trial(std::int64_t experiment_id,
+                                              const std::string& identity) const {
+  return with_context("cannot look up trial " + identity, [&]() -> std::optional<std::int64_t> {
+    Statement find(db_, "SELECT id FROM trials WHERE experiment_id = ?1 AND identity = ?2");
+    find.bind_int(1, experiment_id);
+    find.bind_text(2, identity);
+    if (!find.step()) return std::nullopt;
     return find.int64(0);
   });
 }
@@ -552,7 +833,8 @@ std::int64_t Store::begin_run(const RunStart& start) {
   return with_context("cannot record the start of a run", [&] {
     Statement insert(db_,
                      "INSERT INTO runs (trial_id, fingerprint_id, repeat_index, kind, status, "
-                     "seed, rank, load_average) VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7)");
+                     "seed, rank, load_average, pid, uuid) "
+                     "VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9)");
     insert.bind_int(1, start.trial_id);
     // 0 means "not fingerprinted"; a run is still worth recording without one.
     if (start.fingerprint_id > 0) {
@@ -565,6 +847,8 @@ std::int64_t Store::begin_run(const RunStart& start) {
     insert.bind_int(5, start.seed);
     insert.bind_int(6, start.rank);
     insert.bind_real(7, start.load_average);
+    insert.bind_int(8, start.pid > 0 ? start.pid : static_cast<std::int64_t>(::getpid()));
+    insert.bind_text(9, random_uuid());
     insert.run();
     return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
   });
@@ -634,13 +918,19 @@ void Store::heartbeat(std::int64_t run_id) {
 }
 
 void Store::finish_run(std::int64_t run_id, const std::string& status, const std::string& error,
-                       const std::vector<Summary>& summaries, const std::vector<Metric>& metrics) {
+                       const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
+                       int signal) {
   const std::string doing = "cannot finish run " + std::to_string(run_id);
   bool known = false;
   for (const char* final_status : kFinalStatuses) known = known || status == final_status;
   if (!known) {
     throw Error(doing + ": invalid status '" + status +
                     "' (expected finished, failed, crashed, timeout, interrupted or diverged)",
+                {}, ErrorKind::run);
+  }
+  if (signal < 0 || (signal > 0 && status == kStatusFinished)) {
+    throw Error(doing + ": invalid signal " + std::to_string(signal) + " for status '" + status +
+                    "' (expected 0, or a positive signal number for a run that did not finish)",
                 {}, ErrorKind::run);
   }
   with_context(doing, [&] {
@@ -655,12 +945,17 @@ void Store::finish_run(std::int64_t run_id, const std::string& status, const std
         throw SqliteError(SQLITE_CONSTRAINT, "it already has status '" + current.text(0) + "'");
     }
     Statement update(db_,
-                     "UPDATE runs SET status = ?2, error = ?3, "
+                     "UPDATE runs SET status = ?2, error = ?3, signal = ?4, "
                      "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
                      "heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1");
     update.bind_int(1, run_id);
     update.bind_text(2, status);
     update.bind_text_or_null(3, error);
+    if (signal > 0) {
+      update.bind_int(4, signal);
+    } else {
+      update.bind_null(4);
+    }
     update.run();
 
     Statement insert_summary(db_,
@@ -696,6 +991,41 @@ void Store::finish_run(std::int64_t run_id, const std::string& status, const std
   });
 }
 
+bool Store::mark_interrupted(std::int64_t run_id, const std::string& error) {
+  return with_context("cannot mark run " + std::to_string(run_id) + " interrupted", [&] {
+    Transaction tx(db_);
+    Statement update(db_,
+                     "UPDATE runs SET status = 'interrupted', error = ?2, "
+                     "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                     "heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+                     "WHERE id = ?1 AND status = 'running'");
+    update.bind_int(1, run_id);
+    update.bind_text_or_null(2, error);
+    update.run();
+    const bool changed = sqlite3_changes(db_) > 0;
+    if (!changed) {
+      Statement exists(db_, "SELECT 1 FROM runs WHERE id = ?1");
+      exists.bind_int(1, run_id);
+      if (!exists.step()) throw SqliteError(SQLITE_NOTFOUND, "no such run");
+    }
+    tx.commit();
+    return changed;
+  });
+}
+
+std::int64_t Store::mark_stale_runs_interrupted() {
+  return with_context("cannot mark stale runs interrupted", [&] {
+    // finished_at = heartbeat_at: the last moment the run is known to have
+    // been alive, which also satisfies the finished_at/status CHECK.
+    Statement update(db_,
+                     "UPDATE runs SET status = 'interrupted', finished_at = heartbeat_at, "
+                     "error = coalesce(error, " RUNNER_STALE_ERROR("runs") ") "
+                     "WHERE " RUNNER_IS_STALE("runs"));
+    update.run();
+    return static_cast<std::int64_t>(sqlite3_changes(db_));
+  });
+}
+
 // ---------------------------------------------------------------------------
 // Reading
 
@@ -707,7 +1037,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // agree with the documented view an outside client queries.
 constexpr const char* kRunRowColumns =
     "run_id, experiment, trial_id, repeat_index, kind, status, started_at, "
-    "coalesce(finished_at, ''), p50_ns";
+    "coalesce(finished_at, ''), p50_ns, stored_status, coalesce(label, '')";
 
 RunRow read_run_row(const Statement& stmt) {
   RunRow row;
@@ -720,6 +1050,8 @@ RunRow read_run_row(const Statement& stmt) {
   row.started_at = stmt.text(6);
   row.finished_at = stmt.text(7);
   if (!stmt.is_null(8)) row.headline = stmt.real(8, kNaN);
+  row.stored_status = stmt.text(9);
+  row.label = stmt.text(10);
   return row;
 }
 
@@ -749,7 +1081,8 @@ std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
     {
       Statement query(db_,
                       "SELECT coalesce(r.error, ''), t.config_json, t.config_hash, "
-                      "coalesce(f.json, ''), coalesce(f.hash, ''), r.load_average, r.seed, r.rank "
+                      "coalesce(f.json, ''), coalesce(f.hash, ''), r.load_average, r.seed, r.rank, "
+                      "t.experiment_id, t.identity, r.uuid, r.heartbeat_at, r.pid, r.signal "
                       "FROM runs AS r JOIN trials AS t ON t.id = r.trial_id "
                       "LEFT JOIN fingerprints AS f ON f.id = r.fingerprint_id WHERE r.id = ?1");
       query.bind_int(1, run_id);
@@ -762,6 +1095,12 @@ std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
       detail.load_average = query.real(5, kNaN);
       detail.seed = query.int64(6);
       detail.rank = query.int64(7);
+      detail.experiment_id = query.int64(8);
+      detail.identity = query.text(9);
+      detail.uuid = query.text(10);
+      detail.heartbeat_at = query.text(11);
+      if (!query.is_null(12)) detail.pid = query.int64(12);
+      if (!query.is_null(13)) detail.signal = static_cast<int>(query.int64(13));
     }
     {
       Statement query(db_,
@@ -830,6 +1169,390 @@ std::vector<Sample> Store::samples(std::int64_t run_id) const {
     }
     return out;
   });
+}
+
+std::vector<TrialRun> Store::runs_of_trial(std::int64_t trial_id) const {
+  return with_context("cannot read the runs of trial " + std::to_string(trial_id), [&] {
+    Statement query(db_,
+                    "SELECT id, repeat_index, rank, " RUNNER_EFFECTIVE_STATUS("runs") ", status "
+                    "FROM runs WHERE trial_id = ?1 ORDER BY repeat_index, rank, id");
+    query.bind_int(1, trial_id);
+    std::vector<TrialRun> out;
+    while (query.step()) {
+      TrialRun run;
+      run.run_id = query.int64(0);
+      run.repeat_index = query.int64(1);
+      run.rank = query.int64(2);
+      run.status = query.text(3);
+      run.stored_status = query.text(4);
+      out.push_back(std::move(run));
+    }
+    return out;
+  });
+}
+
+std::vector<TrialRun> Store::runs_of_identity(const std::string& identity) const {
+  return with_context("cannot read the runs of trial " + identity.substr(0, 12), [&] {
+    Statement query(db_,
+                    "SELECT runs.id, runs.repeat_index, runs.rank, " RUNNER_EFFECTIVE_STATUS("runs")
+                    ", runs.status FROM runs JOIN trials ON trials.id = runs.trial_id "
+                    "WHERE trials.identity = ?1 ORDER BY runs.repeat_index, runs.rank, runs.id");
+    query.bind_text(1, identity);
+    std::vector<TrialRun> out;
+    while (query.step()) {
+      TrialRun run;
+      run.run_id = query.int64(0);
+      run.repeat_index = query.int64(1);
+      run.rank = query.int64(2);
+      run.status = query.text(3);
+      run.stored_status = query.text(4);
+      out.push_back(std::move(run));
+    }
+    return out;
+  });
+}
+
+std::vector<RunningRun> Store::running_runs() const {
+  return with_context("cannot list running runs", [&] {
+    Statement query(db_,
+                    "SELECT runs.id, runs.pid, "
+                    "json_extract(fingerprints.json, '$.\"host.hostname\"') "
+                    "FROM runs LEFT JOIN fingerprints ON fingerprints.id = runs.fingerprint_id "
+                    "WHERE runs.status = 'running' ORDER BY runs.id");
+    std::vector<RunningRun> out;
+    while (query.step()) {
+      RunningRun run;
+      run.run_id = query.int64(0);
+      run.pid = query.is_null(1) ? 0 : query.int64(1);
+      run.hostname = query.is_null(2) ? std::string() : query.text(2);
+      out.push_back(std::move(run));
+    }
+    return out;
+  });
+}
+
+void Store::set_run_fingerprint(std::int64_t run_id, std::int64_t fingerprint_id) {
+  with_context("cannot set the fingerprint of run " + std::to_string(run_id), [&] {
+    Statement update(db_, "UPDATE runs SET fingerprint_id = ?2 WHERE id = ?1");
+    update.bind_int(1, run_id);
+    update.bind_int(2, fingerprint_id);
+    update.run();
+    if (sqlite3_changes(db_) == 0) throw SqliteError(SQLITE_NOTFOUND, "no such run");
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Merging
+
+MergeCounts& MergeCounts::operator+=(const MergeCounts& other) {
+  for (auto [mine, theirs] :
+       {std::pair{&experiments, &other.experiments}, std::pair{&trials, &other.trials},
+        std::pair{&fingerprints, &other.fingerprints}, std::pair{&runs, &other.runs},
+        std::pair{&run_plugins, &other.run_plugins}, std::pair{&samples, &other.samples},
+        std::pair{&summaries, &other.summaries}, std::pair{&metrics, &other.metrics}}) {
+    mine->added += theirs->added;
+    mine->present += theirs->present;
+  }
+  runs_running += other.runs_running;
+  return *this;
+}
+
+namespace {
+
+/// BEGIN ... ROLLBACK on an input: every table is read from one snapshot,
+/// even while a runner is still writing to that file (WAL readers see the
+/// database as of their first read).
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(sqlite3* db) : db_(db) { exec(db_, "BEGIN"); }
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+  ~ReadSnapshot() { sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
+
+ private:
+  sqlite3* db_;
+};
+
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  struct stat sa {};
+  struct stat sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+/// The id found by a one-row lookup, leaving the statement ready for reuse.
+std::optional<std::int64_t> lookup_id(Statement& find) {
+  std::optional<std::int64_t> id;
+  if (find.step()) id = find.int64(0);
+  find.reset();
+  return id;
+}
+
+using IdMap = std::unordered_map<std::int64_t, std::int64_t>;
+
+/// Copies one input (at kSchemaVersion) into `dst`, inside the caller's
+/// transaction. Ids of the input are mapped to ids of `dst`; identities
+/// decide what is already there.
+class Merger {
+ public:
+  Merger(sqlite3* dst, sqlite3* src, const std::filesystem::path& path)
+      : dst_(dst), src_(src), prefix_("cannot merge database " + quoted(path) + ": ") {}
+
+  MergeCounts run() {
+    const ReadSnapshot snapshot(src_);
+    experiments();
+    fingerprints();
+    trials();
+    runs();
+    children("run_plugins", {"kind", "name", "library", "version", "sha256"}, counts_.run_plugins);
+    children("samples",
+             {"step", "warmup", "wall_ns", "data_ns", "forward_ns", "backward_ns", "optimizer_ns",
+              "loss"},
+             counts_.samples);
+    children("summaries",
+             {"metric", "unit", "n", "mean", "stddev", "min", "p50", "p90", "p99", "max"},
+             counts_.summaries);
+    children("metrics", {"name", "value", "unit"}, counts_.metrics);
+    return counts_;
+  }
+
+ private:
+  /// The input's own references are broken (a client deleted rows with
+  /// foreign keys off); copying would break the target's.
+  [[noreturn]] void dangling(const std::string& rows, const std::string& refers,
+                             std::int64_t id) const {
+    throw Error(prefix_ + rows + " refer to " + refers + " " + std::to_string(id) +
+                    ", which is not in it",
+                "check the input with 'PRAGMA foreign_key_check'");
+  }
+
+  std::int64_t mapped(const IdMap& map, std::int64_t id, const std::string& rows,
+                      const std::string& refers) const {
+    const auto it = map.find(id);
+    if (it == map.end()) dangling(rows, refers, id);
+    return it->second;
+  }
+
+  std::int64_t last_id() const { return static_cast<std::int64_t>(sqlite3_last_insert_rowid(dst_)); }
+
+  void experiments() {
+    Statement read(src_,
+                   "SELECT id, name, source_path, source_text, source_sha256, created_at "
+                   "FROM experiments ORDER BY id");
+    Statement find(dst_, "SELECT id FROM experiments WHERE name = ?1 AND source_sha256 = ?2");
+    Statement insert(dst_,
+                     "INSERT INTO experiments (name, source_path, source_text, source_sha256, "
+                     "created_at) VALUES (?1, ?2, ?3, ?4, ?5)");
+    while (read.step()) {
+      find.bind_column(1, read, 1);
+      find.bind_column(2, read, 4);
+      if (const auto id = lookup_id(find)) {
+        experiments_[read.int64(0)] = *id;
+        ++counts_.experiments.present;
+        continue;
+      }
+      insert.reset();
+      for (int c = 1; c <= 5; ++c) insert.bind_column(c, read, c);
+      insert.run();
+      experiments_[read.int64(0)] = last_id();
+      ++counts_.experiments.added;
+    }
+  }
+
+  void fingerprints() {
+    Statement read(src_, "SELECT id, hash, json, created_at FROM fingerprints ORDER BY id");
+    Statement find(dst_, "SELECT id, json FROM fingerprints WHERE hash = ?1");
+    Statement insert(dst_, "INSERT INTO fingerprints (hash, json, created_at) VALUES (?1, ?2, ?3)");
+    while (read.step()) {
+      find.bind_column(1, read, 1);
+      if (find.step()) {
+        if (find.text(1) != read.text(2))
+          throw Error(prefix_ + "fingerprint " + read.text(1) +
+                      " is already stored with different contents");
+        fingerprints_[read.int64(0)] = find.int64(0);
+        find.reset();
+        ++counts_.fingerprints.present;
+        continue;
+      }
+      find.reset();
+      insert.reset();
+      for (int c = 1; c <= 3; ++c) insert.bind_column(c, read, c);
+      insert.run();
+      fingerprints_[read.int64(0)] = last_id();
+      ++counts_.fingerprints.added;
+    }
+  }
+
+  void trials() {
+    Statement read(src_,
+                   "SELECT t.id, t.experiment_id, t.config_json, t.config_hash, t.created_at, "
+                   "t.identity, t.label, coalesce(e.name, '') FROM trials AS t "
+                   "LEFT JOIN experiments AS e ON e.id = t.experiment_id ORDER BY t.id");
+    Statement find(dst_,
+                   "SELECT id, config_json, config_hash FROM trials "
+                   "WHERE experiment_id = ?1 AND identity = ?2");
+    Statement insert(dst_,
+                     "INSERT INTO trials (experiment_id, config_json, config_hash, created_at, "
+                     "identity, label) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    Statement label(dst_, "UPDATE trials SET label = ?2 WHERE id = ?1 AND label IS NULL");
+    while (read.step()) {
+      const std::int64_t experiment =
+          mapped(experiments_, read.int64(1), "trials", "experiment");
+      find.bind_int(1, experiment);
+      find.bind_column(2, read, 5);
+      if (find.step()) {
+        if (find.text(1) != read.text(2) || find.text(2) != read.text(3))
+          throw Error(prefix_ + "trial " + read.text(5) + " of experiment '" + read.text(7) +
+                      "' is already stored with a different configuration");
+        const std::int64_t id = find.int64(0);
+        find.reset();
+        // Same rule as upsert_trial: a trial stored without a label gets one.
+        if (!read.is_null(6)) {
+          label.reset();
+          label.bind_int(1, id);
+          label.bind_column(2, read, 6);
+          label.run();
+        }
+        trials_[read.int64(0)] = id;
+        ++counts_.trials.present;
+        continue;
+      }
+      find.reset();
+      insert.reset();
+      insert.bind_int(1, experiment);
+      for (int c = 2; c <= 6; ++c) insert.bind_column(c, read, c);
+      insert.run();
+      trials_[read.int64(0)] = last_id();
+      ++counts_.trials.added;
+    }
+  }
+
+  void runs() {
+    // A stale run is copied with the status every reader shows for it, and
+    // with what mark_stale_runs_interrupted() would write, so that the
+    // target does not keep a "running" row no process will ever finish.
+    Statement read(src_,
+                   "SELECT id, trial_id, fingerprint_id, repeat_index, kind, "
+                   RUNNER_EFFECTIVE_STATUS("runs") ", "
+                   "CASE WHEN " RUNNER_IS_STALE("runs") " THEN coalesce(error, "
+                   RUNNER_STALE_ERROR("runs") ") ELSE error END, "
+                   "seed, rank, load_average, started_at, "
+                   "CASE WHEN " RUNNER_IS_STALE("runs") " THEN heartbeat_at ELSE finished_at END, "
+                   "heartbeat_at, pid, signal, uuid FROM runs ORDER BY id");
+    Statement find(dst_, "SELECT id FROM runs WHERE uuid = ?1");
+    Statement insert(dst_,
+                     "INSERT INTO runs (trial_id, fingerprint_id, repeat_index, kind, status, "
+                     "error, seed, rank, load_average, started_at, finished_at, heartbeat_at, pid, "
+                     "signal, uuid) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+    while (read.step()) {
+      const std::int64_t id = read.int64(0);
+      if (read.text(5) == kStatusRunning) {
+        // Alive: its runner may still write samples and a verdict to the
+        // input; a copy now would stay "running" here forever.
+        running_.insert(id);
+        ++counts_.runs_running;
+        continue;
+      }
+      find.bind_column(1, read, 15);
+      if (lookup_id(find)) {
+        present_.insert(id);
+        ++counts_.runs.present;
+        continue;
+      }
+      insert.reset();
+      insert.bind_int(1, mapped(trials_, read.int64(1), "runs", "trial"));
+      if (!read.is_null(2)) {
+        insert.bind_int(2, mapped(fingerprints_, read.int64(2), "runs", "fingerprint"));
+      }
+      for (int c = 3; c <= 15; ++c) insert.bind_column(c, read, c);
+      insert.run();
+      runs_[id] = last_id();
+      ++counts_.runs.added;
+    }
+  }
+
+  /// Copies the rows of a table keyed by run_id for the runs copied above.
+  void children(const std::string& table, const std::vector<std::string>& columns,
+                TableCounts& counts) {
+    std::string list;
+    std::string params;
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      list += ", " + columns[i];
+      params += ", ?" + std::to_string(i + 2);
+    }
+    Statement read(src_, "SELECT run_id" + list + " FROM " + table);
+    Statement insert(dst_, "INSERT INTO " + table + " (run_id" + list + ") VALUES (?1" + params + ")");
+    const int width = static_cast<int>(columns.size());
+    // Rows come clustered by run_id; remember the last lookup.
+    std::int64_t last_source = -1;
+    std::optional<std::int64_t> last_target;
+    while (read.step()) {
+      const std::int64_t run = read.int64(0);
+      if (run != last_source) {
+        last_source = run;
+        const auto it = runs_.find(run);
+        last_target = it == runs_.end() ? std::nullopt : std::optional(it->second);
+        if (!last_target && present_.count(run) == 0 && running_.count(run) == 0)
+          dangling(table + " rows", "run", run);
+      }
+      if (!last_target) {
+        if (present_.count(run) != 0) ++counts.present;
+        continue;
+      }
+      insert.reset();
+      insert.bind_int(1, *last_target);
+      for (int c = 1; c <= width; ++c) insert.bind_column(c + 1, read, c);
+      insert.run();
+      ++counts.added;
+    }
+  }
+
+  sqlite3* dst_;
+  sqlite3* src_;
+  std::string prefix_;
+  MergeCounts counts_;
+  IdMap experiments_, fingerprints_, trials_, runs_;
+  std::unordered_set<std::int64_t> present_;  ///< input runs already in the target
+  std::unordered_set<std::int64_t> running_;  ///< input runs not copied: still alive
+};
+
+}  // namespace
+
+MergeCounts Store::merge_from(const std::filesystem::path& other) {
+  return merge_from(std::vector<std::filesystem::path>{other}).front();
+}
+
+std::vector<MergeCounts> Store::merge_from(const std::vector<std::filesystem::path>& others) {
+  const char* name = sqlite3_db_filename(db_, "main");
+  const std::filesystem::path target = name != nullptr ? name : "";
+  // Every input is checked before anything is written, so that a bad one
+  // named last does not leave the others half-merged. They are opened again
+  // one at a time below, so that a thousand shards do not need a thousand
+  // open files.
+  for (const auto& other : others) {
+    if (!target.empty() && same_file(target, other))
+      throw Error("cannot merge database " + quoted(other) + " into itself",
+                  "merge into another file");
+    int version = 0;
+    open_checked_read_only(other, version);
+  }
+  return with_context("cannot merge into " + quoted(target), [&] {
+    std::vector<MergeCounts> counts;
+    Transaction tx(db_);
+    for (const auto& other : others) {
+      const Connection source = open_current_read_only(other);
+      counts.push_back(Merger(db_, source.get(), other).run());
+    }
+    tx.commit();
+    return counts;
+  });
+}
+
+const char* detail::migration_sql(int version) {
+  if (version < 1 || version > kSchemaVersion)
+    throw std::out_of_range("no migration step for schema version " + std::to_string(version));
+  return kMigrations[static_cast<std::size_t>(version - 1)];
 }
 
 }  // namespace runner::store

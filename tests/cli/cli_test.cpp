@@ -124,7 +124,9 @@ TEST_F(CliTest, RunRecordsExperimentTrialRunsSamplesAndFingerprint) {
   const fs::path file = write("small.toml", kSmallTrain);
   const Result r = runner("run " + file.string() + " " + db_arg());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("cli-small (train, cpu, config "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cli-small (train, 1 trial(s), 2 run(s) now, 0 skipped as done)"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("finished"), std::string::npos);
   EXPECT_EQ(query("SELECT count(*) FROM experiments"), 1);
   EXPECT_EQ(query("SELECT count(*) FROM trials"), 1);
@@ -137,11 +139,16 @@ TEST_F(CliTest, RunRecordsExperimentTrialRunsSamplesAndFingerprint) {
   EXPECT_EQ(query("SELECT count(*) FROM run_plugins WHERE length(sha256) = 64"), 6);
   EXPECT_EQ(query("SELECT n FROM summaries WHERE metric = 'step_time' LIMIT 1"), 12);
   EXPECT_EQ(query("SELECT count(*) FROM metrics WHERE name = 'samples_per_s' AND value > 0"), 2);
-  EXPECT_EQ(query("PRAGMA user_version"), 1);
+  EXPECT_EQ(query("PRAGMA user_version"), 2);
   EXPECT_EQ(query_text("SELECT json_extract(json, '$.\"gpu.name\"') FROM fingerprints"), "");
 
-  // A second invocation reuses experiment, trial and fingerprint rows.
-  ASSERT_EQ(runner("run " + file.string() + " " + db_arg()).code, 0);
+  // A second invocation resumes: everything is done, nothing runs.
+  const Result again = runner("run " + file.string() + " " + db_arg());
+  ASSERT_EQ(again.code, 0);
+  EXPECT_NE(again.out.find("0 run(s) now, 2 skipped as done"), std::string::npos) << again.out;
+  EXPECT_EQ(query("SELECT count(*) FROM runs"), 2);
+  // --force runs again, reusing the experiment, trial and fingerprint rows.
+  ASSERT_EQ(runner("run " + file.string() + " --force " + db_arg()).code, 0);
   EXPECT_EQ(query("SELECT count(*) FROM experiments"), 1);
   EXPECT_EQ(query("SELECT count(*) FROM trials"), 1);
   EXPECT_EQ(query("SELECT count(*) FROM fingerprints"), 1);
@@ -229,7 +236,7 @@ TEST_F(BadInputTest, UnknownSectionSuggestsTheClosestOne) {
                   "error: " + file.string() +
                       ":24:1: unknown section [modle]; did you mean [model]?\n"
                       "hint: known sections: experiment, device, model, data, optimizer, "
-                      "train, infer, plugins\n");
+                      "train, infer, plugins, sweep, trial\n");
 }
 
 TEST_F(BadInputTest, WrongTypeHasFileLineColumn) {

@@ -6,6 +6,9 @@
 
 #include <runner/sdk.hpp>
 
+#include <unistd.h>
+
+#include <csignal>
 #include <limits>
 #include <stdexcept>
 
@@ -17,11 +20,19 @@ class TinyLinear final : public runner::Model {
       : linear_(ctx.input_shape.empty() ? 4 : ctx.input_shape[0],
                 ctx.num_classes > 0 ? ctx.num_classes : 2),
         throw_at_(o.integer("throw_at_step")),
-        nan_at_(o.integer("nan_at_step")) {}
+        nan_at_(o.integer("nan_at_step")),
+        crash_at_(o.integer("crash_at_step")),
+        hang_at_(o.integer("hang_at_step")) {}
 
   torch::nn::Module& module() override { return *linear_; }
 
   torch::Tensor forward(const runner::Batch& batch) override {
+    if (calls_ == crash_at_) std::raise(SIGSEGV);
+    if (calls_ == hang_at_) {
+      // A deliberate hang: blocks until the process is killed (SIGINT only
+      // sets the stop flag, which a hung plugin never looks at).
+      for (;;) ::pause();
+    }
     if (calls_++ == throw_at_) throw std::runtime_error("tiny_linear: forward failed on purpose");
     return linear_->forward(batch.inputs);
   }
@@ -42,6 +53,8 @@ class TinyLinear final : public runner::Model {
   torch::nn::Linear linear_;
   std::int64_t throw_at_;
   std::int64_t nan_at_;
+  std::int64_t crash_at_;
+  std::int64_t hang_at_;
   std::int64_t calls_ = 0;
 };
 
@@ -64,6 +77,8 @@ void register_plugins(runner::Registrar& r) {
   runner::OptionSchema model_options;
   model_options.integer("throw_at_step", -1, "forward throws at this call (-1: never)");
   model_options.integer("nan_at_step", -1, "loss becomes NaN at this call (-1: never)");
+  model_options.integer("crash_at_step", -1, "raise SIGSEGV at this call (-1: never)");
+  model_options.integer("hang_at_step", -1, "block forever at this call (-1: never)");
   r.add_model("tiny_linear", "one linear layer (test plugin)", std::move(model_options),
               [](const runner::Options& o, const runner::ModelContext& ctx) {
                 return std::make_unique<TinyLinear>(o, ctx);

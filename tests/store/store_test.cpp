@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <iostream>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -98,7 +100,8 @@ class StoreTest : public ::testing::Test {
   static Ids add_trial(Store& store, const std::string& config_hash = "cfg1") {
     Ids ids;
     ids.experiment = store.upsert_experiment("amp", "/exp/amp.toml", "[experiment]\nname='amp'\n");
-    ids.trial = store.upsert_trial(ids.experiment, R"({"lr":0.1})" + config_hash, config_hash);
+    ids.trial = store.upsert_trial(ids.experiment, R"({"lr":0.1})" + config_hash, config_hash,
+                                   config_hash, "");
     ids.fingerprint = store.upsert_fingerprint("fp1", R"({"host":"a"})");
     return ids;
   }
@@ -140,7 +143,7 @@ class StoreTest : public ::testing::Test {
 TEST_F(StoreTest, FreshFileIsMigratedInWalModeWithForeignKeys) {
   Store store = Store::open(db_path_);
   sqlite3* db = store.handle();
-  EXPECT_EQ(store.schema_version(), 1);
+  EXPECT_EQ(store.schema_version(), 2);
   EXPECT_EQ(query_int(db, "PRAGMA user_version"), runner::store::kSchemaVersion);
   EXPECT_EQ(query_text(db, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(query_int(db, "PRAGMA foreign_keys"), 1);
@@ -169,7 +172,7 @@ TEST_F(StoreTest, ReopeningKeepsDataAndDoesNotMigrateAgain) {
     experiment = store.upsert_experiment("amp", "amp.toml", "text");
   }
   Store store = Store::open(db_path_);
-  EXPECT_EQ(store.schema_version(), 1);
+  EXPECT_EQ(store.schema_version(), 2);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM experiments"), 1);
   EXPECT_EQ(store.upsert_experiment("amp", "amp.toml", "text"), experiment);
 }
@@ -177,7 +180,7 @@ TEST_F(StoreTest, ReopeningKeepsDataAndDoesNotMigrateAgain) {
 TEST_F(StoreTest, NewerSchemaVersionIsRejected) {
   exec_raw(db_path_, "CREATE TABLE future (x); PRAGMA user_version = 7;");
   const std::string expected = "database '" + db_path_.string() +
-                               "' has schema version 7, newer than this runner supports (1)";
+                               "' has schema version 7, newer than this runner supports (2)";
   EXPECT_THROW_MSG(Store::open(db_path_), Error, expected);
   EXPECT_THROW_MSG(Store::open_read_only(db_path_), Error, expected);
   try {
@@ -216,7 +219,7 @@ TEST_F(StoreTest, OtherApplicationsDatabaseIsRejected) {
 TEST_F(StoreTest, EmptyFileBecomesAStore) {
   std::ofstream(db_path_).close();
   Store store = Store::open(db_path_);
-  EXPECT_EQ(store.schema_version(), 1);
+  EXPECT_EQ(store.schema_version(), 2);
 }
 
 TEST_F(StoreTest, OpenReadOnlyMissingFileCreatesNothing) {
@@ -238,7 +241,7 @@ TEST_F(StoreTest, OpenReadOnlyReadsButDoesNotWrite) {
     run = begin(store, add_trial(store));
   }
   Store reader = Store::open_read_only(db_path_);
-  EXPECT_EQ(reader.schema_version(), 1);
+  EXPECT_EQ(reader.schema_version(), 2);
   ASSERT_EQ(reader.list_runs().size(), 1U);
   EXPECT_EQ(reader.list_runs()[0].id, run);
   try {
@@ -260,7 +263,7 @@ TEST_F(StoreTest, StoreIsMovable) {
   Store c = Store::open(dir_ / "other.db");
   c = std::move(b);
   EXPECT_EQ(c.handle(), handle);
-  EXPECT_EQ(c.schema_version(), 1);
+  EXPECT_EQ(c.schema_version(), 2);
 }
 
 TEST_F(StoreTest, TwoConnectionsSeeEachOthersCommits) {
@@ -344,10 +347,10 @@ TEST_F(StoreTest, UpsertsAreIdempotent) {
                                            std::to_string(e1)),
             "/a/amp.toml");
 
-  const std::int64_t t1 = store.upsert_trial(e1, R"({"lr":1})", "h1");
-  EXPECT_EQ(store.upsert_trial(e1, R"({"lr":1})", "h1"), t1);
-  EXPECT_NE(store.upsert_trial(e1, R"({"lr":2})", "h2"), t1);
-  EXPECT_NE(store.upsert_trial(e2, R"({"lr":1})", "h1"), t1);
+  const std::int64_t t1 = store.upsert_trial(e1, R"({"lr":1})", "h1", "id1", "lr=1");
+  EXPECT_EQ(store.upsert_trial(e1, R"({"lr":1})", "h1", "id1", "lr=1"), t1);
+  EXPECT_NE(store.upsert_trial(e1, R"({"lr":2})", "h2", "id2", "lr=2"), t1);
+  EXPECT_NE(store.upsert_trial(e2, R"({"lr":1})", "h1", "id1", "lr=1"), t1);
 
   const std::int64_t f1 = store.upsert_fingerprint("fp", "{}");
   EXPECT_EQ(store.upsert_fingerprint("fp", "{}"), f1);
@@ -362,9 +365,11 @@ TEST_F(StoreTest, UpsertsAreIdempotent) {
 TEST_F(StoreTest, SameHashWithDifferentContentIsRejected) {
   Store store = Store::open(db_path_);
   const std::int64_t e = store.upsert_experiment("amp", "", "text");
-  store.upsert_trial(e, R"({"lr":1})", "h1");
-  EXPECT_THROW_MSG(store.upsert_trial(e, R"({"lr":2})", "h1"), Error,
-                   "trial h1 is already stored with a different configuration");
+  store.upsert_trial(e, R"({"lr":1})", "h1", "id1", "");
+  EXPECT_THROW_MSG(store.upsert_trial(e, R"({"lr":2})", "h1", "id1", ""), Error,
+                   "trial id1 is already stored with a different configuration");
+  EXPECT_THROW_MSG(store.upsert_trial(e, R"({"lr":1})", "h2", "id1", ""), Error,
+                   "trial id1 is already stored with a different configuration");
   store.upsert_fingerprint("fp", "{}");
   EXPECT_THROW_MSG(store.upsert_fingerprint("fp", R"({"x":1})"), Error,
                    "fingerprint fp is already stored with different contents");
@@ -675,6 +680,672 @@ TEST_F(StoreTest, DeletingAnExperimentCascades) {
     EXPECT_EQ(query_int(db, std::string("SELECT count(*) FROM ") + table), 0) << table;
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM fingerprints"), 1);  // shared, kept
   EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
+}
+
+
+// --- schema version 2: migration from version 1 ----------------------------
+
+/// Writes a version-1 file the way runner 1 did, with a finished run (with
+/// plugins, samples, summaries, metrics) and a running one.
+void write_v1_file(const fs::path& path) {
+  exec_raw(path, std::string(runner::store::detail::migration_sql(1)) +
+                     "PRAGMA user_version = 1;"
+                     "INSERT INTO experiments (id, name, source_path, source_text, source_sha256) "
+                     "  VALUES (1, 'amp', '/exp/amp.toml', 'text', 'sha-text');"
+                     "INSERT INTO trials (id, experiment_id, config_json, config_hash) "
+                     "  VALUES (1, 1, '{\"lr\":1}', 'cfg1'), (2, 1, '{\"lr\":2}', 'cfg2');"
+                     "INSERT INTO fingerprints (id, hash, json) VALUES (1, 'fp1', '{}');"
+                     "INSERT INTO runs (id, trial_id, fingerprint_id, repeat_index, kind, status, "
+                     "  seed, started_at, finished_at, heartbeat_at) VALUES "
+                     "  (1, 1, 1, 0, 'train', 'finished', 7, '2024-01-01T00:00:00.000Z', "
+                     "   '2024-01-01T00:00:01.000Z', '2024-01-01T00:00:01.000Z'),"
+                     "  (2, 2, NULL, 0, 'train', 'running', 7, '2024-01-01T00:00:02.000Z', NULL, "
+                     "   '2024-01-01T00:00:02.000Z');"
+                     "INSERT INTO run_plugins VALUES (1, 'model', 'mlp', '/lib/libmlp.so', '1', 'aa');"
+                     "INSERT INTO samples (run_id, step, warmup, wall_ns) VALUES "
+                     "  (1, 0, 1, 100), (1, 1, 0, 90), (1, 2, 0, 80);"
+                     "INSERT INTO summaries (run_id, metric, unit, n, p50) "
+                     "  VALUES (1, 'step_time', 'ns', 2, 85);"
+                     "INSERT INTO metrics (run_id, name, value, unit) "
+                     "  VALUES (1, 'samples_per_s', 1000, '1/s');");
+}
+
+bool is_uuid(const std::string& text) {
+  static const std::regex pattern("[0-9a-f]{32}");
+  return std::regex_match(text, pattern);
+}
+
+TEST_F(StoreTest, MigratesAVersion1FileKeepingItsData) {
+  write_v1_file(db_path_);
+  Store store = Store::open(db_path_);
+  sqlite3* db = store.handle();
+  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(query_int(db, "PRAGMA user_version"), 2);
+  // Enforcement was switched off for the table rebuilds and is on again.
+  EXPECT_EQ(query_int(db, "PRAGMA foreign_keys"), 1);
+  EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_text(db, "PRAGMA foreign_key_check"), "");
+
+  // Nothing lost, ids unchanged, nothing cascaded away by the rebuild.
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM experiments"), 1);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM trials"), 2);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM runs"), 2);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM run_plugins"), 1);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM samples WHERE run_id = 1"), 3);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM summaries WHERE run_id = 1"), 1);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM metrics WHERE run_id = 1"), 1);
+  // Version-1 trials are identified by their config hash, without a label.
+  EXPECT_EQ(query_text(db, "SELECT identity FROM trials WHERE id = 2"), "cfg2");
+  EXPECT_EQ(query_text(db, "SELECT label FROM trials WHERE id = 2"), "<null>");
+  EXPECT_EQ(query_text(db, "SELECT pid FROM runs WHERE id = 1"), "<null>");
+  EXPECT_EQ(query_text(db, "SELECT signal FROM runs WHERE id = 1"), "<null>");
+  const std::string uuid1 = query_text(db, "SELECT uuid FROM runs WHERE id = 1");
+  EXPECT_TRUE(is_uuid(uuid1)) << uuid1;
+  EXPECT_NE(query_text(db, "SELECT uuid FROM runs WHERE id = 2"), uuid1);
+
+  // The old rows read through the new API and views.
+  const auto detail = store.get_run(1);
+  ASSERT_TRUE(detail.has_value());
+  EXPECT_EQ(detail->row.status, "finished");
+  EXPECT_EQ(detail->identity, "cfg1");
+  EXPECT_EQ(detail->row.label, "");
+  EXPECT_EQ(detail->uuid, uuid1);
+  EXPECT_FALSE(detail->pid.has_value());
+  EXPECT_EQ(detail->sample_count, 3);
+  ASSERT_TRUE(detail->row.headline.has_value());
+  EXPECT_DOUBLE_EQ(*detail->row.headline, 85);
+  // The v1 running run has a heartbeat from 2024: it is shown as interrupted.
+  EXPECT_EQ(store.get_run(2)->row.status, "interrupted");
+  EXPECT_EQ(store.get_run(2)->row.stored_status, "running");
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM run_overview"), 2);
+
+  // Constraints of version 2 hold, and the old one on config_hash is gone.
+  const std::int64_t again = store.upsert_trial(1, R"({"lr":1})", "cfg1", "cfg1+plugins", "");
+  EXPECT_NE(again, 1);
+  EXPECT_EQ(store.upsert_trial(1, R"({"lr":1})", "cfg1", "cfg1", ""), 1);
+  EXPECT_NE(sqlite3_exec(db, "UPDATE runs SET uuid = 'short' WHERE id = 1", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  // Cascades still point at the rebuilt tables.
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM experiments", nullptr, nullptr, nullptr), SQLITE_OK);
+  for (const char* table : {"trials", "runs", "run_plugins", "samples", "summaries", "metrics"})
+    EXPECT_EQ(query_int(db, std::string("SELECT count(*) FROM ") + table), 0) << table;
+}
+
+TEST_F(StoreTest, Version1RunsGetTheSameUuidWhereverTheyAreMigrated) {
+  write_v1_file(db_path_);
+  const fs::path copy = dir_ / "copy.db";
+  fs::copy_file(db_path_, copy);
+  std::string first;
+  std::string second;
+  {
+    Store store = Store::open(db_path_);
+    first = query_text(store.handle(), "SELECT group_concat(uuid) FROM runs ORDER BY id");
+  }
+  {
+    Store store = Store::open(copy);
+    second = query_text(store.handle(), "SELECT group_concat(uuid) FROM runs ORDER BY id");
+  }
+  EXPECT_EQ(first, second);
+}
+
+TEST_F(StoreTest, OpenReadOnlyReadsAVersion1FileWithoutChangingIt) {
+  write_v1_file(db_path_);
+  const auto size = fs::file_size(db_path_);
+  {
+    Store reader = Store::open_read_only(db_path_);
+    EXPECT_EQ(reader.schema_version(), 2);  // of the migrated copy it reads
+    const auto rows = reader.list_runs();
+    ASSERT_EQ(rows.size(), 2U);
+    EXPECT_EQ(rows[1].status, "finished");
+    EXPECT_EQ(reader.get_run(1)->identity, "cfg1");
+    EXPECT_THROW_MSG(reader.heartbeat(2), Error,
+                     "cannot update the heartbeat of run 2: attempt to write a readonly database");
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  EXPECT_EQ(query_int(db, "PRAGMA user_version"), 1);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'uuid'"),
+            0);
+  sqlite3_close(db);
+  EXPECT_EQ(fs::file_size(db_path_), size);
+}
+
+TEST_F(StoreTest, MigrationStepsAreAvailableForTests) {
+  EXPECT_NE(std::string(runner::store::detail::migration_sql(2)).find("runs_v2"),
+            std::string::npos);
+  EXPECT_THROW(static_cast<void>(runner::store::detail::migration_sql(3)), std::out_of_range);
+  EXPECT_THROW(static_cast<void>(runner::store::detail::migration_sql(0)), std::out_of_range);
+}
+
+// --- trial identity ---------------------------------------------------------
+
+TEST_F(StoreTest, TrialIdentityIncludesPluginHashesAndKeepsItsLabel) {
+  Store store = Store::open(db_path_);
+  const std::int64_t e = store.upsert_experiment("amp", "", "text");
+  // Same configuration, rebuilt plugin: another trial.
+  const std::int64_t t1 = store.upsert_trial(e, R"({"lr":1})", "h1", "h1+pluginA", "");
+  const std::int64_t t2 = store.upsert_trial(e, R"({"lr":1})", "h1", "h1+pluginB", "lr=1");
+  EXPECT_NE(t1, t2);
+  // A trial stored without a label gets the first one written; later ones do not replace it.
+  EXPECT_EQ(store.upsert_trial(e, R"({"lr":1})", "h1", "h1+pluginA", "lr=1"), t1);
+  EXPECT_EQ(store.upsert_trial(e, R"({"lr":1})", "h1", "h1+pluginA", "other"), t1);
+  EXPECT_EQ(store.upsert_trial(e, R"({"lr":1})", "h1", "h1+pluginB", ""), t2);
+  sqlite3* db = store.handle();
+  EXPECT_EQ(query_text(db, "SELECT label FROM trials WHERE id = " + std::to_string(t1)), "lr=1");
+  EXPECT_EQ(query_text(db, "SELECT label FROM trials WHERE id = " + std::to_string(t2)), "lr=1");
+  EXPECT_EQ(query_text(db, "SELECT identity FROM trials WHERE id = " + std::to_string(t2)),
+            "h1+pluginB");
+
+  EXPECT_EQ(store.find_experiment("amp", "text"), e);
+  EXPECT_EQ(store.find_experiment("amp", "other text"), std::nullopt);
+  EXPECT_EQ(store.find_trial(e, "h1+pluginB"), t2);
+  EXPECT_EQ(store.find_trial(e, "h1"), std::nullopt);
+  EXPECT_EQ(store.find_trial(e + 1, "h1+pluginB"), std::nullopt);
+
+  Ids ids;
+  ids.trial = t2;
+  const std::int64_t run = begin(store, ids);
+  const auto detail = store.get_run(run);
+  EXPECT_EQ(detail->identity, "h1+pluginB");
+  EXPECT_EQ(detail->row.label, "lr=1");
+  EXPECT_EQ(detail->experiment_id, e);
+  EXPECT_EQ(store.list_runs()[0].label, "lr=1");
+  EXPECT_EQ(query_text(db, "SELECT label FROM run_overview"), "lr=1");
+}
+
+// --- runs: pid, uuid, signal --------------------------------------------------
+
+TEST_F(StoreTest, BeginRunRecordsPidAndAFreshUuid) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  const std::int64_t mine = begin(store, ids);
+  RunStart start;
+  start.trial_id = ids.trial;
+  start.kind = "train";
+  start.pid = 4242;
+  const std::int64_t other = store.begin_run(start);
+  const auto a = store.get_run(mine);
+  const auto b = store.get_run(other);
+  ASSERT_TRUE(a->pid.has_value());
+  EXPECT_EQ(*a->pid, ::getpid());
+  EXPECT_EQ(*b->pid, 4242);
+  EXPECT_TRUE(is_uuid(a->uuid)) << a->uuid;
+  EXPECT_TRUE(is_uuid(b->uuid)) << b->uuid;
+  EXPECT_NE(a->uuid, b->uuid);
+  EXPECT_TRUE(is_iso_utc_millis(a->heartbeat_at)) << a->heartbeat_at;
+  EXPECT_FALSE(a->signal.has_value());
+}
+
+TEST_F(StoreTest, FinishRunRecordsTheSignal) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  const std::int64_t crashed = begin(store, ids);
+  store.finish_run(crashed, "crashed", "killed by signal 11 (SIGSEGV)", {}, {}, 11);
+  const auto detail = store.get_run(crashed);
+  EXPECT_EQ(detail->row.status, "crashed");
+  ASSERT_TRUE(detail->signal.has_value());
+  EXPECT_EQ(*detail->signal, 11);
+  EXPECT_EQ(query_int(store.handle(), "SELECT signal FROM run_overview WHERE run_id = " +
+                                          std::to_string(crashed)),
+            11);
+
+  const std::int64_t run = begin(store, ids);
+  const std::string prefix = "cannot finish run " + std::to_string(run) + ": invalid signal ";
+  const std::string expected =
+      "' (expected 0, or a positive signal number for a run that did not finish)";
+  EXPECT_THROW_MSG(store.finish_run(run, "finished", "", {}, {}, 9), Error,
+                   prefix + "9 for status 'finished" + expected);
+  EXPECT_THROW_MSG(store.finish_run(run, "crashed", "", {}, {}, -1), Error,
+                   prefix + "-1 for status 'crashed" + expected);
+  EXPECT_EQ(store.get_run(run)->row.status, "running");
+}
+
+// --- effective status, stale runs, resume -------------------------------------
+
+/// Moves a run's heartbeat `seconds` into the past.
+void age_heartbeat(sqlite3* db, std::int64_t run, int seconds) {
+  const std::string sql = "UPDATE runs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-" +
+                          std::to_string(seconds) + " seconds') WHERE id = " + std::to_string(run);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+}
+
+TEST_F(StoreTest, StaleRunningRunIsShownAsInterruptedByEveryReader) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  const std::int64_t stale = begin(store, ids, "train", 0);
+  const std::int64_t alive = begin(store, ids, "train", 1);
+  const std::int64_t done = begin(store, ids, "train", 2);
+  store.finish_run(done, "finished", "", {summary("step_time", 5)}, {});
+  sqlite3* db = store.handle();
+  age_heartbeat(db, stale, runner::store::kStaleHeartbeatSeconds + 30);
+  age_heartbeat(db, alive, runner::store::kStaleHeartbeatSeconds - 30);
+  age_heartbeat(db, done, 3600);  // a final status never changes with age
+
+  const auto id = [](std::int64_t run) { return std::to_string(run); };
+  const std::string overview = "FROM run_overview WHERE run_id = ";
+  EXPECT_EQ(query_text(db, "SELECT status " + overview + id(stale)), "interrupted");
+  EXPECT_EQ(query_text(db, "SELECT stored_status " + overview + id(stale)), "running");
+  EXPECT_EQ(query_text(db, "SELECT status " + overview + id(alive)), "running");
+  EXPECT_EQ(query_text(db, "SELECT status " + overview + id(done)), "finished");
+  EXPECT_EQ(query_text(db, "SELECT status FROM run_summaries WHERE run_id = " + id(done)),
+            "finished");
+  // The raw table keeps what was written.
+  EXPECT_EQ(query_text(db, "SELECT status FROM runs WHERE id = " + id(stale)), "running");
+
+  const auto detail = store.get_run(stale);
+  EXPECT_EQ(detail->row.status, "interrupted");
+  EXPECT_EQ(detail->row.stored_status, "running");
+  EXPECT_EQ(detail->row.finished_at, "");
+  EXPECT_EQ(store.get_run(alive)->row.status, "running");
+  const auto rows = store.list_runs();
+  ASSERT_EQ(rows.size(), 3U);
+  EXPECT_EQ(rows[2].id, stale);
+  EXPECT_EQ(rows[2].status, "interrupted");
+  EXPECT_EQ(rows[1].status, "running");
+
+  const auto runs = store.runs_of_trial(ids.trial);
+  ASSERT_EQ(runs.size(), 3U);
+  EXPECT_EQ(runs[0].run_id, stale);
+  EXPECT_EQ(runs[0].status, "interrupted");
+  EXPECT_EQ(runs[0].stored_status, "running");
+  EXPECT_EQ(runs[1].status, "running");
+  EXPECT_EQ(runs[2].status, "finished");
+  EXPECT_EQ(runs[2].repeat_index, 2);
+  EXPECT_TRUE(store.runs_of_trial(ids.trial + 100).empty());
+
+  // The process of the stale run is not dead after all: its verdict still wins.
+  store.finish_run(stale, "finished", "", {}, {});
+  EXPECT_EQ(store.get_run(stale)->row.status, "finished");
+}
+
+TEST_F(StoreTest, MarkStaleRunsInterruptedConvertsOnlyStaleRuns) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  const std::int64_t stale = begin(store, ids, "train", 0);
+  const std::int64_t alive = begin(store, ids, "train", 1);
+  sqlite3* db = store.handle();
+  ASSERT_EQ(sqlite3_exec(db,
+                         ("UPDATE runs SET heartbeat_at = '2024-05-01T10:00:00.000Z', pid = 77 "
+                          "WHERE id = " + std::to_string(stale)).c_str(),
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  EXPECT_EQ(store.mark_stale_runs_interrupted(), 1);
+  const auto detail = store.get_run(stale);
+  EXPECT_EQ(detail->row.status, "interrupted");
+  EXPECT_EQ(detail->row.stored_status, "interrupted");
+  EXPECT_EQ(detail->row.finished_at, "2024-05-01T10:00:00.000Z");
+  EXPECT_EQ(detail->error,
+            "no heartbeat since 2024-05-01T10:00:00.000Z (pid 77); the runner process stopped "
+            "without recording a verdict");
+  EXPECT_EQ(store.get_run(alive)->row.stored_status, "running");
+  EXPECT_EQ(store.mark_stale_runs_interrupted(), 0);
+  // The late process cannot overwrite the verdict any more.
+  EXPECT_THROW_MSG(store.finish_run(stale, "finished", "", {}, {}), Error,
+                   "cannot finish run " + std::to_string(stale) +
+                       ": it already has status 'interrupted'");
+  EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
+}
+
+TEST_F(StoreTest, MarkInterruptedFinishesOnlyARunningRun) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  const std::int64_t run = begin(store, ids);
+  EXPECT_TRUE(store.mark_interrupted(run, "interrupted by the user (SIGINT)"));
+  auto detail = store.get_run(run);
+  EXPECT_EQ(detail->row.status, "interrupted");
+  EXPECT_EQ(detail->error, "interrupted by the user (SIGINT)");
+  EXPECT_TRUE(is_iso_utc_millis(detail->row.finished_at));
+  // Second Ctrl-C, or the run finished first: nothing changes.
+  EXPECT_FALSE(store.mark_interrupted(run, "again"));
+  EXPECT_EQ(store.get_run(run)->error, "interrupted by the user (SIGINT)");
+  const std::int64_t finished = begin(store, ids);
+  store.finish_run(finished, "finished", "", {}, {});
+  EXPECT_FALSE(store.mark_interrupted(finished, "late"));
+  EXPECT_EQ(store.get_run(finished)->row.status, "finished");
+  EXPECT_THROW_MSG(store.mark_interrupted(999, ""), Error,
+                   "cannot mark run 999 interrupted: no such run");
+}
+
+// --- merge ------------------------------------------------------------------
+
+/// A shard database as `runner run --shard K/N` writes it: one experiment
+/// (the same text in every shard), the given trials, one fingerprint shared
+/// by all shards and one of its own, `repeats` finished runs per trial.
+struct Shard {
+  std::vector<std::string> trials;  // identities; config is derived from them
+  std::string own_fingerprint;
+  int repeats = 2;
+  int steps = 5;
+};
+
+void write_shard(const fs::path& path, const Shard& shard) {
+  Store store = Store::open(path);
+  const std::int64_t e = store.upsert_experiment("sweep", "/exp/sweep.toml", "[experiment]\n");
+  const std::int64_t shared = store.upsert_fingerprint("fp-shared", R"({"host":"a"})");
+  const std::int64_t own = store.upsert_fingerprint(shard.own_fingerprint, R"({"host":"b"})");
+  for (const auto& identity : shard.trials) {
+    const std::int64_t trial =
+        store.upsert_trial(e, R"({"t":")" + identity + R"("})", "h-" + identity, identity,
+                           "t=" + identity);
+    for (int repeat = 0; repeat < shard.repeats; ++repeat) {
+      RunStart start;
+      start.trial_id = trial;
+      start.fingerprint_id = repeat % 2 == 0 ? shared : own;
+      start.repeat_index = repeat;
+      start.kind = "train";
+      start.seed = repeat;
+      const std::int64_t run = store.begin_run(start);
+      store.add_plugins(run, {{"model", "mlp", "/lib/libmlp.so", "1", "aa"}});
+      std::vector<Sample> samples(static_cast<std::size_t>(shard.steps));
+      for (int step = 0; step < shard.steps; ++step)
+        samples[static_cast<std::size_t>(step)] = {step, step == 0, 100.0 + step, -1, 40, 30, 20,
+                                                   1.0 / (step + 1)};
+      store.add_samples(run, samples);
+      Summary s;
+      s.metric = "step_time";
+      s.unit = "ns";
+      s.n = shard.steps - 1;
+      s.p50 = 102;
+      store.finish_run(run, "finished", "", {s}, {{"samples_per_s", 10.0 + repeat, "1/s"}});
+    }
+  }
+}
+
+std::int64_t count(const Store& store, const std::string& table) {
+  return query_int(store.handle(), "SELECT count(*) FROM " + table);
+}
+
+TEST_F(StoreTest, MergeJoinsShardsWithoutDuplicates) {
+  const fs::path a = dir_ / "a.db";
+  const fs::path b = dir_ / "b.db";
+  write_shard(a, {{"t1", "t2"}, "fp-a"});
+  write_shard(b, {{"t2", "t3"}, "fp-b"});  // t2 overlaps (e.g. a rerun on another shard)
+
+  Store all = Store::open(db_path_);
+  const auto first = all.merge_from(a);
+  EXPECT_EQ(first.experiments.added, 1);
+  EXPECT_EQ(first.trials.added, 2);
+  EXPECT_EQ(first.fingerprints.added, 2);
+  EXPECT_EQ(first.runs.added, 4);
+  EXPECT_EQ(first.run_plugins.added, 4);
+  EXPECT_EQ(first.samples.added, 20);
+  EXPECT_EQ(first.summaries.added, 4);
+  EXPECT_EQ(first.metrics.added, 4);
+  EXPECT_EQ(first.runs.present, 0);
+
+  const auto second = all.merge_from(b);
+  EXPECT_EQ(second.experiments.added, 0);
+  EXPECT_EQ(second.experiments.present, 1);
+  EXPECT_EQ(second.trials.added, 1);
+  EXPECT_EQ(second.trials.present, 1);
+  EXPECT_EQ(second.fingerprints.added, 1);
+  EXPECT_EQ(second.fingerprints.present, 1);
+  EXPECT_EQ(second.runs.added, 4);  // runs of t2 in b are other runs than those in a
+  EXPECT_EQ(second.samples.added, 20);
+
+  EXPECT_EQ(count(all, "experiments"), 1);
+  EXPECT_EQ(count(all, "trials"), 3);
+  EXPECT_EQ(count(all, "fingerprints"), 3);
+  EXPECT_EQ(count(all, "runs"), 8);
+  EXPECT_EQ(count(all, "run_plugins"), 8);
+  EXPECT_EQ(count(all, "samples"), 40);
+  EXPECT_EQ(count(all, "summaries"), 8);
+  EXPECT_EQ(count(all, "metrics"), 8);
+  EXPECT_EQ(count(all, "run_overview WHERE status = 'finished'"), 8);
+  EXPECT_EQ(count(all, "runs WHERE trial_id = (SELECT id FROM trials WHERE identity = 't2')"), 4);
+  sqlite3* db = all.handle();
+  EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_text(db, "PRAGMA foreign_key_check"), "");
+
+  // Every run arrived whole: its samples, uuid, timestamps and references.
+  for (const fs::path& shard : {a, b}) {
+    const Store in = Store::open_read_only(shard);
+    for (const auto& row : in.list_runs()) {
+      const auto original = in.get_run(row.id);
+      const std::string uuid = original->uuid;
+      const std::int64_t id = query_int(db, "SELECT id FROM runs WHERE uuid = '" + uuid + "'");
+      const auto copy = all.get_run(id);
+      ASSERT_TRUE(copy.has_value()) << uuid;
+      EXPECT_EQ(copy->row.started_at, original->row.started_at);
+      EXPECT_EQ(copy->row.finished_at, original->row.finished_at);
+      EXPECT_EQ(copy->identity, original->identity);
+      EXPECT_EQ(copy->row.label, original->row.label);
+      EXPECT_EQ(copy->config_json, original->config_json);
+      EXPECT_EQ(copy->fingerprint_hash, original->fingerprint_hash);
+      EXPECT_EQ(copy->pid, original->pid);
+      EXPECT_EQ(copy->sample_count, original->sample_count);
+      ASSERT_EQ(copy->metrics.size(), 1U);
+      EXPECT_DOUBLE_EQ(copy->metrics[0].value, original->metrics[0].value);
+      const auto samples_in = in.samples(row.id);
+      const auto samples_out = all.samples(id);
+      ASSERT_EQ(samples_out.size(), samples_in.size());
+      for (std::size_t i = 0; i < samples_in.size(); ++i) {
+        EXPECT_EQ(samples_out[i].warmup, samples_in[i].warmup);
+        EXPECT_DOUBLE_EQ(samples_out[i].wall_ns, samples_in[i].wall_ns);
+        EXPECT_DOUBLE_EQ(samples_out[i].data_ns, -1);  // NULL stays NULL
+        EXPECT_DOUBLE_EQ(samples_out[i].loss, samples_in[i].loss);
+      }
+    }
+  }
+}
+
+TEST_F(StoreTest, MergingTheSameShardTwiceAddsNothing) {
+  const fs::path a = dir_ / "a.db";
+  write_shard(a, {{"t1", "t2"}, "fp-a"});
+  Store all = Store::open(db_path_);
+  all.merge_from(a);
+  const auto again = all.merge_from(std::vector<fs::path>{a, a});
+  ASSERT_EQ(again.size(), 2U);
+  for (const auto& counts : again) {
+    for (const auto* table : {&counts.experiments, &counts.trials, &counts.fingerprints,
+                              &counts.runs, &counts.run_plugins, &counts.samples,
+                              &counts.summaries, &counts.metrics})
+      EXPECT_EQ(table->added, 0);
+    EXPECT_EQ(counts.experiments.present, 1);
+    EXPECT_EQ(counts.trials.present, 2);
+    EXPECT_EQ(counts.fingerprints.present, 2);
+    EXPECT_EQ(counts.runs.present, 4);
+    EXPECT_EQ(counts.samples.present, 20);
+    EXPECT_EQ(counts.metrics.present, 4);
+  }
+  EXPECT_EQ(count(all, "runs"), 4);
+  EXPECT_EQ(count(all, "samples"), 20);
+  // Merging the merged file back into a shard adds only what the shard lacks.
+  all = Store::open(db_path_);
+  {
+    Store shard = Store::open(a);
+    const auto back = shard.merge_from(db_path_);
+    EXPECT_EQ(back.runs.added, 0);
+    EXPECT_EQ(back.runs.present, 4);
+  }
+  EXPECT_EQ(query_text(all.handle(), "PRAGMA integrity_check"), "ok");
+}
+
+TEST_F(StoreTest, MergeTotalsAddUp) {
+  const fs::path a = dir_ / "a.db";
+  const fs::path b = dir_ / "b.db";
+  write_shard(a, {{"t1"}, "fp-a"});
+  write_shard(b, {{"t1", "t2"}, "fp-b"});
+  Store all = Store::open(db_path_);
+  runner::store::MergeCounts total;
+  for (const auto& counts : all.merge_from(std::vector<fs::path>{a, b})) total += counts;
+  EXPECT_EQ(total.experiments.added, 1);
+  EXPECT_EQ(total.experiments.present, 1);
+  EXPECT_EQ(total.trials.added, 2);
+  EXPECT_EQ(total.trials.present, 1);
+  EXPECT_EQ(total.runs.added, 6);
+  EXPECT_EQ(total.samples.added, 30);
+  EXPECT_EQ(total.runs_running, 0);
+}
+
+TEST_F(StoreTest, MergeIntoItselfIsRejected) {
+  write_shard(db_path_, {{"t1"}, "fp-a"});
+  Store store = Store::open(db_path_);
+  const fs::path other_spelling = dir_ / "." / "runner.db";
+  EXPECT_THROW_MSG(store.merge_from(other_spelling), Error,
+                   "cannot merge database '" + other_spelling.string() + "' into itself");
+  const fs::path link = dir_ / "link.db";
+  fs::create_symlink(db_path_, link);
+  EXPECT_THROW_MSG(store.merge_from(link), Error,
+                   "cannot merge database '" + link.string() + "' into itself");
+  EXPECT_EQ(count(store, "runs"), 2);
+}
+
+TEST_F(StoreTest, MergeWithABadInputWritesNothing) {
+  const fs::path a = dir_ / "a.db";
+  write_shard(a, {{"t1"}, "fp-a"});
+  const fs::path missing = dir_ / "missing.db";
+  const fs::path newer = dir_ / "newer.db";
+  exec_raw(newer, "CREATE TABLE x (y); PRAGMA user_version = 9;");
+  const fs::path foreign = dir_ / "foreign.db";
+  exec_raw(foreign, "CREATE TABLE x (y);");
+  Store all = Store::open(db_path_);
+  EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, missing}), Error,
+                   "database '" + missing.string() + "' does not exist");
+  EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, newer}), Error,
+                   "database '" + newer.string() +
+                       "' has schema version 9, newer than this runner supports (2)");
+  EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, foreign}), Error,
+                   "'" + foreign.string() +
+                       "' is not a runner database: it has tables but no runner schema version");
+  try {
+    all.merge_from(missing);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::input);
+  }
+  EXPECT_EQ(count(all, "experiments"), 0);
+  EXPECT_EQ(count(all, "runs"), 0);
+  EXPECT_FALSE(fs::exists(missing));
+}
+
+TEST_F(StoreTest, MergeOfConflictingIdentitiesRollsBackEverything) {
+  const fs::path a = dir_ / "a.db";
+  const fs::path b = dir_ / "b.db";
+  write_shard(a, {{"t1"}, "fp-a"});
+  {
+    Store store = Store::open(b);
+    const std::int64_t e = store.upsert_experiment("sweep", "/exp/sweep.toml", "[experiment]\n");
+    store.upsert_trial(e, R"({"t":"different"})", "h-t1", "t1", "");
+  }
+  Store all = Store::open(db_path_);
+  EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, b}), Error,
+                   "cannot merge database '" + b.string() +
+                       "': trial t1 of experiment 'sweep' is already stored with a different "
+                       "configuration");
+  EXPECT_EQ(count(all, "experiments"), 0);  // a's part is rolled back too
+  EXPECT_EQ(count(all, "runs"), 0);
+
+  const fs::path c = dir_ / "c.db";
+  {
+    Store store = Store::open(c);
+    store.upsert_fingerprint("fp-shared", R"({"host":"elsewhere"})");
+  }
+  EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, c}), Error,
+                   "cannot merge database '" + c.string() +
+                       "': fingerprint fp-shared is already stored with different contents");
+  EXPECT_EQ(count(all, "fingerprints"), 0);
+  // The store is still usable.
+  EXPECT_EQ(all.merge_from(a).runs.added, 2);
+}
+
+TEST_F(StoreTest, MergeCopiesStaleRunsAsInterruptedAndSkipsLiveOnes) {
+  const fs::path a = dir_ / "a.db";
+  std::int64_t stale = 0;
+  std::int64_t live = 0;
+  {
+    Store shard = Store::open(a);
+    const Ids ids = add_trial(shard);
+    stale = begin(shard, ids, "train", 0);
+    live = begin(shard, ids, "train", 1);
+    shard.add_samples(stale, {Sample{}});
+    shard.add_samples(live, {Sample{}});
+    ASSERT_EQ(sqlite3_exec(shard.handle(),
+                           ("UPDATE runs SET heartbeat_at = '2024-05-01T10:00:00.000Z', pid = 5 "
+                            "WHERE id = " + std::to_string(stale)).c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  Store all = Store::open(db_path_);
+  const auto counts = all.merge_from(a);
+  EXPECT_EQ(counts.runs.added, 1);
+  EXPECT_EQ(counts.runs_running, 1);
+  EXPECT_EQ(counts.samples.added, 1);
+  EXPECT_EQ(counts.samples.present, 0);
+  const auto rows = all.list_runs();
+  ASSERT_EQ(rows.size(), 1U);
+  EXPECT_EQ(rows[0].stored_status, "interrupted");
+  EXPECT_EQ(rows[0].finished_at, "2024-05-01T10:00:00.000Z");
+  EXPECT_EQ(all.get_run(rows[0].id)->error,
+            "no heartbeat since 2024-05-01T10:00:00.000Z (pid 5); the runner process stopped "
+            "without recording a verdict");
+  // The shard itself is untouched (read-only input).
+  const Store shard = Store::open_read_only(a);
+  EXPECT_EQ(shard.get_run(stale)->row.stored_status, "running");
+  // Once the live run has finished, the next merge brings it.
+  {
+    Store writer = Store::open(a);
+    writer.finish_run(live, "finished", "", {}, {});
+  }
+  const auto later = all.merge_from(a);
+  EXPECT_EQ(later.runs.added, 1);
+  EXPECT_EQ(later.runs.present, 1);
+  EXPECT_EQ(later.runs_running, 0);
+  EXPECT_EQ(count(all, "runs"), 2);
+}
+
+TEST_F(StoreTest, MergeReadsAVersion1ShardAndDoesNotDuplicateItLater) {
+  const fs::path old = dir_ / "old.db";
+  write_v1_file(old);
+  Store all = Store::open(db_path_);
+  const auto first = all.merge_from(old);
+  EXPECT_EQ(first.experiments.added, 1);
+  EXPECT_EQ(first.trials.added, 2);
+  EXPECT_EQ(first.runs.added, 2);  // the v1 running run is stale: copied as interrupted
+  EXPECT_EQ(first.samples.added, 3);
+  EXPECT_EQ(query_text(all.handle(), "SELECT identity FROM trials ORDER BY id LIMIT 1"), "cfg1");
+  // The input file stays at version 1.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(old.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    EXPECT_EQ(query_int(db, "PRAGMA user_version"), 1);
+    sqlite3_close(db);
+  }
+  EXPECT_EQ(all.merge_from(old).runs.added, 0);
+  // Migrated in place by a newer runner, it is still the same runs.
+  { Store upgraded = Store::open(old); }
+  const auto after_upgrade = all.merge_from(old);
+  EXPECT_EQ(after_upgrade.runs.added, 0);
+  EXPECT_EQ(after_upgrade.runs.present, 2);  // the stale "running" one matches its copy too
+  EXPECT_EQ(after_upgrade.runs_running, 0);
+  EXPECT_EQ(count(all, "runs"), 2);
+}
+
+TEST_F(StoreTest, MergeFillsAMissingLabel) {
+  const fs::path a = dir_ / "a.db";
+  write_shard(a, {{"t1"}, "fp-a"});
+  Store all = Store::open(db_path_);
+  const std::int64_t e = all.upsert_experiment("sweep", "", "[experiment]\n");
+  const std::int64_t t = all.upsert_trial(e, R"({"t":"t1"})", "h-t1", "t1", "");
+  const auto counts = all.merge_from(a);
+  EXPECT_EQ(counts.trials.present, 1);
+  EXPECT_EQ(query_text(all.handle(), "SELECT label FROM trials WHERE id = " + std::to_string(t)),
+            "t=t1");
+}
+
+TEST_F(StoreTest, MergeOfManySamplesIsQuick) {
+  const fs::path a = dir_ / "a.db";
+  write_shard(a, {{"t1", "t2"}, "fp-a", 5, 10000});  // 10 runs x 10,000 steps
+  Store all = Store::open(db_path_);
+  const auto start = std::chrono::steady_clock::now();
+  const auto counts = all.merge_from(a);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(counts.samples.added, 100000);
+  EXPECT_EQ(count(all, "samples"), 100000);
+  RecordProperty("merge_seconds_100k_samples", std::to_string(seconds));
+  std::cout << "merged 100,000 samples in " << seconds << " s\n";
+  EXPECT_EQ(query_text(all.handle(), "PRAGMA integrity_check"), "ok");
 }
 
 }  // namespace

@@ -183,6 +183,15 @@ class ProgressReporter {
   std::int64_t last_step_ = 0;
 };
 
+// Checked before every step: an interrupt ends the run between steps, so
+// every recorded step is complete.
+bool stop_requested(const RunRequest& request, std::int64_t step, RunOutcome& out) {
+  if (request.stop == nullptr || !request.stop->load(std::memory_order_relaxed)) return false;
+  out.status = store::kStatusInterrupted;
+  out.error = "interrupted before step " + std::to_string(step);
+  return true;
+}
+
 void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
   const Experiment& exp = *request.experiment;
   torch::nn::Module& module = w.model->module();
@@ -193,6 +202,7 @@ void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   ProgressReporter progress(request, total);
   double first_loss = std::nan("");
   for (std::int64_t step = 0; step < total; ++step) {
+    if (stop_requested(request, step, out)) break;
     clock.begin_step();
     const Batch batch = w.batches->next();
     clock.end_phase(Phase::data);
@@ -249,6 +259,7 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   out.samples.reserve(static_cast<std::size_t>(total));
   ProgressReporter progress(request, total);
   for (std::int64_t step = 0; step < total; ++step) {
+    if (stop_requested(request, step, out)) break;
     clock.begin_step();
     const Batch batch = w.batches->next();
     clock.end_phase(Phase::data);

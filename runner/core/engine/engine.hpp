@@ -2,6 +2,7 @@
 // returns what it measured. No LibTorch in this header.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -31,6 +32,9 @@ struct RunRequest {
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
   /// Called at most every two seconds, and at the end.
   std::function<void(const Progress&)> on_progress;
+  /// When set and true, the run stops before its next step and ends
+  /// "interrupted", keeping what it measured (Ctrl-C).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 /// What a run produced. status is one of the store's statuses (never "running").

@@ -1,10 +1,14 @@
-// Experiment files: TOML -> a validated, fully resolved Experiment.
+// Experiment files: TOML -> validated, fully resolved Experiments, one per trial.
 //
 // Two phases, because plugin search paths come from the file itself:
-//   1. parse_experiment_file(): syntax, known sections and keys, types and
-//      ranges of every host-level key; plugin tables are kept raw.
-//   2. resolve_experiment(): plugin names looked up in a catalog and each
-//      plugin table validated against the plugin's declared options.
+//   1. parse_experiment_file(): reads the file and every file it `extends`,
+//      merges them, applies --set overrides, and checks everything that needs
+//      no plugin (syntax, sections, keys, types and ranges of host-level keys,
+//      [sweep] and [[trial]], for every trial); plugin tables are kept raw.
+//   2. expand_trials(): every trial of the sweep, each with its plugins looked
+//      up in a catalog and its plugin tables validated against the plugin's
+//      declared options. resolve_experiment() does the same for the base
+//      configuration alone (the files without [sweep] and [[trial]]).
 // Every error is a runner::Error (ErrorKind::input) whose message starts with
 // "file:line:col: " when the position is known. No LibTorch here.
 #pragma once
@@ -14,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runner/core/common/error.hpp"
@@ -59,6 +64,12 @@ struct InferSettings {
 /// A parsed experiment file before plugin options are validated.
 class ParsedExperiment;
 
+/// A file an experiment was read from.
+struct SourceFile {
+  std::filesystem::path path;  ///< as messages show it (relative to the extending file's folder)
+  std::string text;            ///< its full text
+};
+
 /// A fully validated experiment, ready to run.
 struct Experiment {
   std::filesystem::path source_path;  ///< the experiment file as given
@@ -68,7 +79,8 @@ struct Experiment {
   std::string description;            ///< [experiment] description
   std::string kind = "train";         ///< "train" | "infer"
   std::int64_t seed = 0;              ///< global seed, >= 0
-  std::int64_t repeats = 1;           ///< repetitions of the run, >= 1
+  std::int64_t repeats = 1;           ///< repetitions of every trial, >= 1
+  double timeout_s = 3600.0;          ///< per-run time limit in seconds ([experiment] timeout), > 0
 
   DeviceSettings device;
   PluginChoice model;                       ///< [model], required
@@ -77,7 +89,10 @@ struct Experiment {
   std::optional<PluginChoice> optimizer;    ///< [optimizer]; required for train
   TrainSettings train;
   InferSettings infer;
-  std::vector<std::filesystem::path> plugin_paths;  ///< [plugins] path, relative to the file's folder
+  /// [plugins] path, each entry resolved against the folder of the file that writes it
+  std::vector<std::filesystem::path> plugin_paths;
+  std::vector<SourceFile> base_files;       ///< files read through `extends`, in the order read
+  std::vector<std::string> set_overrides;   ///< the --set arguments ("key=value"), as given
 
   /// Canonical JSON of everything that defines the trial (sorted keys, no
   /// whitespace, no source text or path): equal configs give equal strings.
@@ -86,18 +101,46 @@ struct Experiment {
   [[nodiscard]] std::string config_hash() const;
 };
 
-/// Phase 1: reads and checks the file. Throws runner::Error.
-[[nodiscard]] std::shared_ptr<const ParsedExperiment> parse_experiment_file(
-    const std::filesystem::path& path);
+/// One point of an experiment's sweep: the configuration it runs and what
+/// distinguishes it from the other trials.
+struct Trial {
+  Experiment experiment;  ///< fully resolved; its config_hash() identifies the trial
+  std::string label;      ///< "optimizer.lr=0.1 data.batch_size=32"; empty when nothing varies
+  /// Dotted key -> value as TOML text, in label order.
+  std::vector<std::pair<std::string, std::string>> varied;
+  /// 0-based position in expansion order ("trial N" in messages is index + 1).
+  std::int64_t index = 0;
+};
 
-/// Plugin search folders named by [plugins] path (absolute, resolved against the file's folder).
+/// Most trials one experiment may expand to.
+inline constexpr std::int64_t kMaxTrials = 100000;
+
+/// Phase 1: reads the file, the files it extends, applies `set_overrides`
+/// ("section.key=value", as given to --set) and checks everything that needs
+/// no plugin, for every trial. Throws runner::Error.
+[[nodiscard]] std::shared_ptr<const ParsedExperiment> parse_experiment_file(
+    const std::filesystem::path& path, const std::vector<std::string>& set_overrides = {});
+
+/// Plugin search folders named by [plugins] path (absolute; each resolved against the
+/// folder of the file that writes it).
 [[nodiscard]] std::vector<std::filesystem::path> plugin_paths_of(const ParsedExperiment& parsed);
 
-/// Phase 2: resolves plugins against the catalog and validates their options. Throws runner::Error.
+/// How many trials the experiment expands to ([[trial]] tables x sweep points; 1 without either).
+[[nodiscard]] std::int64_t trial_count(const ParsedExperiment& parsed);
+
+/// Phase 2: every trial, in expansion order, each fully validated against the
+/// catalog. Throws runner::Error; an error caused by a trial's values names
+/// the trial: "... (in trial 3: model.plugin=\"resnet\")".
+[[nodiscard]] std::vector<Trial> expand_trials(const ParsedExperiment& parsed,
+                                               const PluginCatalog& catalog);
+
+/// Phase 2 for the base configuration alone: the files and --set values with
+/// [sweep] and [[trial]] left out. Throws runner::Error, also when the base is
+/// incomplete without a trial's values (e.g. [model] plugin comes from [sweep]).
 [[nodiscard]] Experiment resolve_experiment(const ParsedExperiment& parsed,
                                             const PluginCatalog& catalog);
 
-/// Convenience: both phases.
+/// Convenience: both phases, for the base configuration.
 [[nodiscard]] Experiment load_experiment(const std::filesystem::path& path,
                                          const PluginCatalog& catalog);
 

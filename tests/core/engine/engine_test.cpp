@@ -145,7 +145,9 @@ TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
   e.kind = "infer";
   e.model = {"tiny_linear",
              runner::Options({{"throw_at_step", std::int64_t{-1}},
-                              {"nan_at_step", std::int64_t{-1}}}),
+                              {"nan_at_step", std::int64_t{-1}},
+                              {"crash_at_step", std::int64_t{-1}},
+                              {"hang_at_step", std::int64_t{-1}}}),
              {}};
   e.data_settings.batch_size = 8;
   e.infer.batches = 10;
@@ -159,7 +161,11 @@ TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
 runner::Experiment tiny_experiment(std::int64_t throw_at, std::int64_t nan_at) {
   runner::Experiment e = mlp_experiment();
   e.model = {"tiny_linear",
-             runner::Options({{"throw_at_step", throw_at}, {"nan_at_step", nan_at}}), {}};
+             runner::Options({{"throw_at_step", throw_at},
+                              {"nan_at_step", nan_at},
+                              {"crash_at_step", std::int64_t{-1}},
+                              {"hang_at_step", std::int64_t{-1}}}),
+             {}};
   e.data = runner::PluginChoice{"tiny_data", runner::Options({{"size", std::int64_t{64}}}), {}};
   e.data_settings.batch_size = 8;
   e.train.steps = 20;
@@ -189,6 +195,19 @@ TEST_F(EngineTest, TooFewSamplesForOneBatchIsAReadableFailure) {
   EXPECT_EQ(out.status, "failed");
   EXPECT_EQ(out.error,
             "the data set has 4 samples, fewer than one batch (8) with drop_last = true");
+}
+
+TEST_F(EngineTest, AStopRequestEndsTheRunInterruptedBetweenSteps) {
+  std::atomic<bool> stop{true};
+  runner::Experiment e = tiny_experiment(-1, -1);
+  runner::RunRequest request;
+  request.experiment = &e;
+  request.host = &host_;
+  request.stop = &stop;
+  const auto out = runner::execute_run(request);
+  EXPECT_EQ(out.status, "interrupted");
+  EXPECT_EQ(out.error, "interrupted before step 0");
+  EXPECT_TRUE(out.samples.empty());
 }
 
 TEST(ResolveDevice, CpuIsAlwaysCpuAndCudaWithoutDeviceIsAnInputError) {

@@ -1,137 +1,29 @@
 // Tests of the experiment layer: TOML file -> validated runner::Experiment,
 // with the exact messages users see, and the canonical JSON that identifies a trial.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "runner/core/common/error.hpp"
+#include "experiment_fixture.hpp"
 #include "runner/core/common/sha256.hpp"
-#include "runner/core/experiment/experiment.hpp"
-#include "support/expect_throw_msg.hpp"
 
 namespace runner {
 namespace {
 
 namespace fs = std::filesystem;
+using test::FakeCatalog;
+using test::kData;
+using test::kMinimal;
+using test::kModel;
+using test::kOptimizer;
 
-// A catalog without any shared library: the plugins the tests validate against.
-class FakeCatalog final : public PluginCatalog {
- public:
-  void add(PluginKind kind, std::string name, OptionSchema schema) {
-    PluginDescriptor plugin;
-    plugin.kind = kind;
-    plugin.name = std::move(name);
-    plugin.schema = std::move(schema);
-    plugin.library = "/fake/lib" + plugin.name + ".so";
-    plugins_.push_back(std::move(plugin));
-  }
-  [[nodiscard]] const PluginDescriptor* find(PluginKind kind,
-                                             const std::string& name) const override {
-    for (const auto& plugin : plugins_)
-      if (plugin.kind == kind && plugin.name == name) return &plugin;
-    return nullptr;
-  }
-  [[nodiscard]] std::vector<std::string> names(PluginKind kind) const override {
-    std::vector<std::string> out;
-    for (const auto& plugin : plugins_)
-      if (plugin.kind == kind) out.push_back(plugin.name);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  std::vector<PluginDescriptor> plugins_;
-};
-
-FakeCatalog standard_catalog() {
-  FakeCatalog catalog;
-  OptionSchema mlp;
-  mlp.integers("hidden", {64}, "hidden widths").range(1, std::nullopt).at_least(1);
-  mlp.string("activation", "relu", "non-linearity").one_of({"relu", "gelu", "tanh"});
-  mlp.number("dropout", 0.0, "dropout probability").range(0.0, 1.0);
-  catalog.add(PluginKind::model, "mlp", mlp);
-
-  OptionSchema resnet;
-  resnet.integer("depth", 18, "layers").range(std::nullopt, 152);
-  catalog.add(PluginKind::model, "resnet", resnet);
-
-  OptionSchema synthetic;
-  synthetic.integer("size", 1024, "samples").range(1, std::nullopt);
-  synthetic.integers("shape", {8}, "sample shape").at_least(1);
-  synthetic.string("label", "", "free text");
-  catalog.add(PluginKind::loader, "synthetic", synthetic);
-
-  OptionSchema sgd;
-  sgd.number("lr", 0.0, "learning rate").range(0.0, std::nullopt).required();
-  sgd.number("momentum", 0.0, "momentum").range(0.0, 1.0);
-  catalog.add(PluginKind::optimizer, "sgd", sgd);
-
-  OptionSchema adam;
-  adam.number("lr", 0.001, "learning rate").range(0.0, std::nullopt);
-  adam.numbers("betas", {0.9, 0.999}, "moment decay").range(0.0, 1.0).at_least(2);
-  catalog.add(PluginKind::optimizer, "adam", adam);
-  return catalog;
-}
-
-// Plugin sections a train experiment needs, for tests about something else.
-const std::string kData = "[data]\nplugin = \"synthetic\"\n";
-const std::string kOptimizer = "[optimizer]\nplugin = \"sgd\"\nlr = 0.1\n";
-const std::string kModel = "[model]\nplugin = \"mlp\"\n";
-const std::string kMinimal = kModel + kData + kOptimizer;
+class ExperimentTest : public test::ExperimentFixture {};
 
 const char* const kKnownSections =
-    "known sections: experiment, device, model, data, optimizer, train, infer, plugins";
-
-class ExperimentTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("runner_experiment_test_" + std::to_string(::getpid()) +
-                                        "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  fs::path write(const std::string& text, const std::string& name = "exp.toml") {
-    const fs::path path = dir_ / name;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-  Experiment load(const std::string& text, const std::string& name = "exp.toml") {
-    return load_experiment(write(text, name), catalog_);
-  }
-  // The error loading `text` raises; records a failure if there is none.
-  Error error_of(const std::string& text, const PluginCatalog* catalog = nullptr) {
-    const fs::path path = write(text);
-    try {
-      static_cast<void>(load_experiment(path, catalog != nullptr ? *catalog : catalog_));
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::input);
-      EXPECT_EQ(e.exit_code(), 2);
-      return e;
-    }
-    ADD_FAILURE() << "no error for:\n" << text;
-    return Error("(no error)");
-  }
-  // "<dir>/exp.toml" as the messages spell it, optionally with ":line:col".
-  std::string file() const { return (dir_ / "exp.toml").string(); }
-  std::string at(int line, int column) const {
-    return file() + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
-  }
-
-  fs::path dir_;
-  FakeCatalog catalog_ = standard_catalog();
-};
+    "known sections: experiment, device, model, data, optimizer, train, infer, plugins, sweep, "
+    "trial";
 
 // --- happy paths ---------------------------------------------------------------
 
@@ -328,8 +220,8 @@ TEST_F(ExperimentTest, UnknownSectionWithSuggestion) {
 }
 
 TEST_F(ExperimentTest, UnknownSectionWithoutSuggestion) {
-  const Error e = error_of(kMinimal + "[sweep]\n\"train.steps\" = [1, 2]\n");
-  EXPECT_EQ(std::string(e.what()), at(8, 1) + "unknown section [sweep]");
+  const Error e = error_of(kMinimal + "[distributed]\nworld_size = 2\n");
+  EXPECT_EQ(std::string(e.what()), at(8, 1) + "unknown section [distributed]");
   EXPECT_EQ(e.hint(), kKnownSections);
 }
 
@@ -359,7 +251,7 @@ TEST_F(ExperimentTest, UnknownHostKeyWithoutSuggestion) {
   // A sub-table is a key of its section too.
   const Error sub = error_of("[experiment.extra]\na = 1\n" + kMinimal);
   EXPECT_EQ(std::string(sub.what()), at(1, 1) + "unknown key 'extra' in [experiment]");
-  EXPECT_EQ(sub.hint(), "keys of [experiment]: name, description, kind, seed, repeats");
+  EXPECT_EQ(sub.hint(), "keys of [experiment]: name, description, kind, seed, repeats, timeout");
 }
 
 TEST_F(ExperimentTest, HostKeyOfWrongType) {

@@ -16,7 +16,14 @@ struct sqlite3;
 namespace runner::store {
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
+
+/// A run whose status is "running" but whose heartbeat_at is older than this
+/// is shown as "interrupted" by every reader (the views, list_runs, get_run,
+/// runs_of_trial): its process died without writing a verdict. Writers must
+/// call heartbeat() well within this (every 10 s or so). The value is also
+/// written into the views of schema version 2; changing it needs a migration.
+inline constexpr int kStaleHeartbeatSeconds = 60;
 
 /// Run statuses as stored in runs.status.
 inline constexpr const char* kStatusRunning = "running";
@@ -36,6 +43,7 @@ struct RunStart {
   std::int64_t seed = 0;
   std::int64_t rank = 0;
   double load_average = 0.0;       ///< 1-minute load at start (volatile, so not in the fingerprint)
+  std::int64_t pid = 0;            ///< process that records the run; 0: the calling process
 };
 
 /// A plugin library used by a run.
@@ -82,7 +90,9 @@ struct RunRow {
   std::int64_t trial_id = 0;
   std::int64_t repeat_index = 0;
   std::string kind;
-  std::string status;
+  std::string status;          ///< effective: "interrupted" for a stale "running" run
+  std::string stored_status;   ///< runs.status as written
+  std::string label;           ///< the trial's sweep label ("optimizer.lr=0.1"); may be empty
   std::string started_at;      ///< ISO-8601 UTC
   std::string finished_at;     ///< empty while running
   std::optional<double> headline;  ///< p50 of step_time (train) or latency (infer), ns
@@ -92,8 +102,14 @@ struct RunRow {
 struct RunDetail {
   RunRow row;
   std::string error;               ///< error text of a failed run
+  std::int64_t experiment_id = 0;
   std::string config_json;         ///< the trial's resolved configuration
   std::string config_hash;
+  std::string identity;            ///< the trial's identity (config hash + plugin hashes)
+  std::string uuid;                ///< the run's stable identity across databases
+  std::string heartbeat_at;        ///< ISO-8601 UTC
+  std::optional<std::int64_t> pid; ///< process that recorded the run, if known
+  std::optional<int> signal;       ///< signal that ended the run, if any
   std::string fingerprint_json;
   std::string fingerprint_hash;
   double load_average = 0;
@@ -105,6 +121,38 @@ struct RunDetail {
   std::int64_t sample_count = 0;
 };
 
+/// One run of a trial, for resume decisions.
+struct TrialRun {
+  std::int64_t run_id = 0;
+  std::int64_t repeat_index = 0;
+  std::int64_t rank = 0;
+  std::string status;          ///< effective (see kStaleHeartbeatSeconds)
+  std::string stored_status;   ///< runs.status as written
+};
+
+/// A run whose stored status is "running", with what identifies its process.
+struct RunningRun {
+  std::int64_t run_id = 0;
+  std::int64_t pid = 0;      ///< 0: unknown
+  std::string hostname;      ///< from the run's fingerprint; empty: unknown
+};
+
+/// Rows of one table handled by a merge.
+struct TableCounts {
+  std::int64_t added = 0;     ///< copied into the target
+  std::int64_t present = 0;   ///< already there (same identity), not copied
+};
+
+/// What merge_from did with one input database.
+struct MergeCounts {
+  TableCounts experiments, trials, fingerprints, runs, run_plugins, samples, summaries, metrics;
+  /// Runs still "running" in the input with a live heartbeat: not copied
+  /// (their process may still write them); merge again once they are done.
+  std::int64_t runs_running = 0;
+
+  MergeCounts& operator+=(const MergeCounts& other);
+};
+
 /// An open store. Not thread-safe; one per thread.
 class Store {
  public:
@@ -112,8 +160,10 @@ class Store {
   /// Throws runner::Error (input kind) if the file cannot be opened or
   /// written, or was written by a newer schema version.
   static Store open(const std::filesystem::path& path);
-  /// Opens an existing store read-only (no creation, no migration beyond a
-  /// version check). Throws runner::Error if absent.
+  /// Opens an existing store read-only (no creation; the file is never
+  /// modified). A file at an older schema version is read through a migrated
+  /// temporary copy. Throws runner::Error if absent, not a runner database,
+  /// or newer than kSchemaVersion.
   static Store open_read_only(const std::filesystem::path& path);
   /// Throws runner::Error (input kind, naming the path and the OS reason) if
   /// `path` cannot be created or written; creates nothing.
@@ -129,13 +179,26 @@ class Store {
   /// Finds or inserts the experiment (identity: name + SHA-256 of source text); returns its id.
   std::int64_t upsert_experiment(const std::string& name, const std::string& source_path,
                                  const std::string& source_text);
-  /// Finds or inserts the trial (identity: experiment + config hash); returns its id.
+  /// Finds or inserts the trial (identity: experiment + `identity`, the hash
+  /// of the config hash and the plugin library hashes); returns its id.
+  /// `label` names the sweep point ("optimizer.lr=0.1"; empty: none); the
+  /// first non-empty label written is kept. Throws if the identity is
+  /// already stored with another configuration or config hash.
   std::int64_t upsert_trial(std::int64_t experiment_id, const std::string& config_json,
-                            const std::string& config_hash);
+                            const std::string& config_hash, const std::string& identity,
+                            const std::string& label);
   /// Finds or inserts the fingerprint (identity: hash); returns its id.
   std::int64_t upsert_fingerprint(const std::string& hash, const std::string& json);
 
-  /// Inserts a run with status "running" and started_at = heartbeat_at = now.
+  /// The experiment with this name and source text, if stored (no write).
+  [[nodiscard]] std::optional<std::int64_t> find_experiment(const std::string& name,
+                                                            const std::string& source_text) const;
+  /// The trial with this identity in the experiment, if stored (no write).
+  [[nodiscard]] std::optional<std::int64_t> find_trial(std::int64_t experiment_id,
+                                                       const std::string& identity) const;
+
+  /// Inserts a run with status "running", started_at = heartbeat_at = now,
+  /// the process id and a fresh random uuid.
   std::int64_t begin_run(const RunStart& start);
   /// Records the plugin libraries the run loaded.
   void add_plugins(std::int64_t run_id, const std::vector<PluginRecord>& plugins);
@@ -143,10 +206,22 @@ class Store {
   void add_samples(std::int64_t run_id, const std::vector<Sample>& samples);
   /// Updates heartbeat_at = now.
   void heartbeat(std::int64_t run_id);
-  /// Sets the final status (not "running"), error text, finished_at, and
-  /// writes summaries and metrics, all in one transaction.
+  /// Sets the final status (not "running"), error text, finished_at, the
+  /// signal that ended the run (0: none), and writes summaries and metrics,
+  /// all in one transaction. Throws if the run already has a final status
+  /// (also when mark_stale_runs_interrupted() converted it meanwhile).
   void finish_run(std::int64_t run_id, const std::string& status, const std::string& error,
-                  const std::vector<Summary>& summaries, const std::vector<Metric>& metrics);
+                  const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
+                  int signal = 0);
+  /// Finishes a running run as "interrupted" with `error`, for the Ctrl-C
+  /// path (call it from normal code after the signal, never from a handler).
+  /// Returns false, changing nothing, if the run already has a final status;
+  /// throws if there is no such run.
+  bool mark_interrupted(std::int64_t run_id, const std::string& error);
+  /// Converts every stale "running" run (see kStaleHeartbeatSeconds) into
+  /// "interrupted" with finished_at = heartbeat_at and an error saying so, so
+  /// that resume reruns it. Returns how many runs it converted.
+  std::int64_t mark_stale_runs_interrupted();
 
   /// Most recent runs first.
   [[nodiscard]] std::vector<RunRow> list_runs(std::int64_t limit = 50) const;
@@ -154,6 +229,30 @@ class Store {
   [[nodiscard]] std::optional<RunDetail> get_run(std::int64_t run_id) const;
   /// The samples of a run, in step order.
   [[nodiscard]] std::vector<Sample> samples(std::int64_t run_id) const;
+  /// Every run of a trial, by repeat_index, then rank, then id (effective statuses).
+  [[nodiscard]] std::vector<TrialRun> runs_of_trial(std::int64_t trial_id) const;
+  /// Every run of every trial with this identity, in any experiment (resume
+  /// matches a trial by what it runs, not by which file row recorded it).
+  [[nodiscard]] std::vector<TrialRun> runs_of_identity(const std::string& identity) const;
+  /// Runs whose stored status is "running" (their process may be alive or gone).
+  [[nodiscard]] std::vector<RunningRun> running_runs() const;
+  /// Sets the fingerprint of a run (the run's own process collects it).
+  void set_run_fingerprint(std::int64_t run_id, std::int64_t fingerprint_id);
+
+  /// Copies another runner database into this one in one transaction:
+  /// experiments, trials and fingerprints are matched by identity (name +
+  /// source SHA-256; experiment + trial identity; hash) and not duplicated;
+  /// runs are matched by uuid, and a run already present is skipped with its
+  /// plugins, samples, summaries and metrics; new runs get new ids. The input
+  /// is opened read-only and never modified; an input at an older schema
+  /// version is merged from a migrated temporary copy. A stale "running" run
+  /// is copied as "interrupted"; a live one is not copied (runs_running).
+  /// Throws runner::Error (input) for a missing, foreign or newer input,
+  /// for this database itself, and for an identity stored with different
+  /// contents on both sides; nothing is written then.
+  MergeCounts merge_from(const std::filesystem::path& other);
+  /// Merges several inputs in one transaction: all or nothing. One result per input.
+  std::vector<MergeCounts> merge_from(const std::vector<std::filesystem::path>& others);
 
   /// The raw connection, for tests and tools.
   [[nodiscard]] sqlite3* handle() const { return db_; }
@@ -162,5 +261,12 @@ class Store {
   explicit Store(sqlite3* db);
   sqlite3* db_ = nullptr;
 };
+
+namespace detail {
+/// The SQL of the migration step that creates schema `version` from the one
+/// before (1: the initial schema), for tests that build older files.
+/// Throws std::out_of_range for an unknown version.
+[[nodiscard]] const char* migration_sql(int version);
+}  // namespace detail
 
 }  // namespace runner::store

@@ -1,0 +1,71 @@
+// Running one run in a child process so that a crash, a hang or an
+// out-of-memory kill costs that run only.
+//
+// The child is forked from the runner after LibTorch and the plugins are
+// loaded but before any operator ran or CUDA was touched, so it starts from a
+// pristine state without paying LibTorch's start-up again (re-executing the
+// binary costs ~1 s of static initialisation per run here; see docs/execution.md).
+// No LibTorch in this header.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace runner {
+
+/// How a child run ended, as seen by the parent.
+struct ChildExit {
+  enum class Kind { exited, signaled, timed_out, interrupted };
+  Kind kind = Kind::exited;
+  int exit_code = 0;   ///< for exited
+  int signal = 0;      ///< for signaled
+  double seconds = 0;  ///< wall time of the child
+};
+
+/// "killed by signal 11 (Segmentation fault)".
+[[nodiscard]] std::string describe_signal(int signal);
+
+/// Interrupt handling for the runner process: SIGINT and SIGTERM increment a
+/// counter (and wake any waiter) instead of killing the process.
+class Interrupts {
+ public:
+  /// Installs the handlers (idempotent).
+  static void install();
+  /// How many SIGINT/SIGTERM arrived since install.
+  [[nodiscard]] static int count();
+  /// A file descriptor that becomes readable on every interrupt (self-pipe).
+  [[nodiscard]] static int wake_fd();
+  /// For tests: forget earlier interrupts.
+  static void reset();
+  /// True once an interrupt arrived (for an in-process run's stop check).
+  [[nodiscard]] static const std::atomic<bool>& flag();
+};
+
+/// Settings for one child run.
+struct ChildOptions {
+  std::chrono::duration<double> timeout{3600.0};  ///< kill the child after this long
+  std::chrono::duration<double> tick{5.0};        ///< call on_tick this often while waiting
+  std::function<void()> on_tick;                  ///< heartbeat
+};
+
+/// Forks; the child runs `body` and _exits with its return value (never
+/// returning into the caller's stack). The parent waits for it, honouring
+/// the timeout and interrupts: the first interrupt is forwarded to the child
+/// as SIGINT (it should stop cleanly); a second one kills it (SIGKILL).
+/// The child is in its own process group (terminal signals reach only the
+/// parent) and dies with the parent (PR_SET_PDEATHSIG).
+[[nodiscard]] ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& options);
+
+/// Runs `body` in a forked child and returns the text it produced (for probes
+/// that must not touch CUDA or start threads in the runner process itself).
+/// Throws runner::Error (run kind) if the child fails.
+[[nodiscard]] std::string capture_in_child(const std::function<std::string()>& body);
+
+/// In a child: true once the parent asked it to stop (SIGINT received).
+[[nodiscard]] bool child_stop_requested();
+/// The flag child_stop_requested() reads, for the engine's loop.
+[[nodiscard]] const std::atomic<bool>& child_stop_flag();
+
+}  // namespace runner
