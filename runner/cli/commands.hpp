@@ -26,6 +26,7 @@ Command plugins_describe_command();
 Command runs_command();
 Command show_command();
 Command merge_command();
+Command rerun_command();
 
 /// Loads built-in, RUNNER_PLUGIN_PATH, `extra` (experiment) and --plugin-path plugins.
 void load_plugins(PluginHost& host, const std::vector<std::filesystem::path>& experiment_paths,

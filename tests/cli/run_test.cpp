@@ -271,4 +271,115 @@ warmup = 0
                      "hint: e.g. --shard 2/4 runs the second quarter of the runs\n");
 }
 
+const char* kTiny = R"([experiment]
+name = "tiny"
+[model]
+plugin = "tiny_linear"
+[data]
+plugin = "tiny_data"
+batch_size = 8
+[optimizer]
+plugin = "sgd"
+lr = 0.05
+[train]
+steps = 20
+warmup = 2
+)";
+
+TEST_F(RunTest, RerunRunsTheStoredConfigurationAndNamesChangedPlugins) {
+  // A private copy of the test plugin, so the test can change its file.
+  const fs::path plugins = dir_ / "plugins";
+  fs::create_directories(plugins);
+  const fs::path lib = plugins / "runner_plugin_test_good.so";
+  fs::copy_file(kGood / "runner_plugin_test_good.so", lib);
+  const fs::path file = write("tiny.toml", std::string(kTiny) + "[plugins]\npath = \"plugins\"\n");
+  auto run = [&](const std::string& args) {
+    const std::string cmd = "env -u RUNNER_DB -u RUNNER_PLUGIN_PATH " + kRunner.string() + " " +
+                            args + " --db " + db_.string() + " >" + (dir_ / "out").string() +
+                            " 2>" + (dir_ / "err").string();
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  ASSERT_EQ(run("run " + file.string()), 0) << slurp(dir_ / "err");
+  ASSERT_EQ(run("rerun 1"), 0) << slurp(dir_ / "err");
+  EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'finished'"), "2");
+  // Same configuration, same plugins: the same trial identity, the same loss curve.
+  EXPECT_EQ(query("SELECT count(DISTINCT identity) FROM trials"), "1");
+  EXPECT_EQ(query("SELECT count(DISTINCT config_hash) FROM trials"), "1");
+  EXPECT_EQ(query("SELECT count(*) FROM (SELECT step, count(DISTINCT loss) AS n FROM samples "
+                  "GROUP BY step) WHERE n > 1"),
+            "0");
+
+  // Change the library file (appended bytes do not stop it from loading).
+  const std::string old_sha = query("SELECT sha256 FROM run_plugins WHERE name = 'tiny_linear'");
+  std::ofstream(lib, std::ios::app) << "changed";
+  ASSERT_EQ(run("rerun 1"), 0) << slurp(dir_ / "err");
+  const std::string err = slurp(dir_ / "err");
+  EXPECT_NE(err.find("model plugin 'tiny_linear' changed since run 1: " + lib.string() + " was " +
+                     old_sha.substr(0, 12)),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(query("SELECT count(DISTINCT identity) FROM trials"), "2");
+
+  EXPECT_EQ(run("rerun 42"), 2);
+  EXPECT_EQ(slurp(dir_ / "err"), "error: run 42 is not in " + db_.string() +
+                                     "\nhint: run 'runner runs' to list the recorded runs\n");
+}
+
+// Starts the runner in the background; returns its pid.
+pid_t spawn(const std::string& cmd) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+TEST_F(RunTest, CtrlCStopsTheRunCleanlyAndASecondOneKillsIt) {
+  std::string text = kTiny;
+  text.replace(text.find("steps = 20"), 10, "steps = 100000000");
+  const fs::path file = write("forever.toml", text);
+  const pid_t pid = spawn(command("run " + file.string()) + " >/dev/null 2>" +
+                          (dir_ / "err").string());
+  ASSERT_GT(pid, 0);
+  // Bounded wait until steps are being taken: the run reports progress (on
+  // stderr, every two seconds) only from inside its loop.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (slurp(dir_ / "err").find(" step ") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(query("SELECT status FROM runs"), "interrupted");
+  EXPECT_NE(slurp(dir_ / "err").find("interrupted: 1 of 1 runs done; run the same command again "
+                                     "to resume"),
+            std::string::npos);
+  EXPECT_EQ(query("SELECT substr(error, 1, 22) FROM runs"), "interrupted before ste");
+  EXPECT_EQ(query("SELECT count(*) > 0 FROM samples"), "1");  // what was measured is kept
+
+  // A plugin that hangs never sees the polite request; the second interrupt
+  // kills it. (SIGINT then SIGTERM: two different signals are never merged
+  // into one delivery, two SIGINTs sent back to back can be.)
+  std::string hang = kTiny;
+  hang.replace(hang.find("plugin = \"tiny_linear\""), 22,
+               "plugin = \"tiny_linear\"\nhang_in_factory = true");
+  const fs::path hung = write("hang.toml", hang);
+  const pid_t second = spawn(command("run " + hung.string()) + " >/dev/null 2>/dev/null");
+  while (query("SELECT count(*) FROM runs WHERE fingerprint_id IS NOT NULL") != "2" &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(::kill(second, SIGINT), 0);
+  ASSERT_EQ(::kill(second, SIGTERM), 0);
+  ::waitpid(second, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(query("SELECT status || '|' || error FROM runs ORDER BY id DESC LIMIT 1"),
+            "interrupted|killed by a second interrupt");
+  EXPECT_EQ(query("PRAGMA integrity_check"), "ok");
+}
+
 }  // namespace

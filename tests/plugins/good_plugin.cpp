@@ -22,7 +22,11 @@ class TinyLinear final : public runner::Model {
         throw_at_(o.integer("throw_at_step")),
         nan_at_(o.integer("nan_at_step")),
         crash_at_(o.integer("crash_at_step")),
-        hang_at_(o.integer("hang_at_step")) {}
+        hang_at_(o.integer("hang_at_step")) {
+    // Hangs before the run's loop starts, where no stop request is ever looked at.
+    if (o.boolean("hang_in_factory"))
+      for (;;) ::pause();
+  }
 
   torch::nn::Module& module() override { return *linear_; }
 
@@ -79,6 +83,7 @@ void register_plugins(runner::Registrar& r) {
   model_options.integer("nan_at_step", -1, "loss becomes NaN at this call (-1: never)");
   model_options.integer("crash_at_step", -1, "raise SIGSEGV at this call (-1: never)");
   model_options.integer("hang_at_step", -1, "block forever at this call (-1: never)");
+  model_options.boolean("hang_in_factory", false, "block forever while being built");
   r.add_model("tiny_linear", "one linear layer (test plugin)", std::move(model_options),
               [](const runner::Options& o, const runner::ModelContext& ctx) {
                 return std::make_unique<TinyLinear>(o, ctx);

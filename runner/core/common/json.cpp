@@ -145,4 +145,156 @@ std::map<std::string, std::string> parse_json_object(std::string_view text) {
   return FlatJsonReader(text).object();
 }
 
+const JsonValue* JsonValue::find(std::string_view key) const {
+  for (const auto& [name, value] : members)
+    if (name == key) return &value;
+  return nullptr;
+}
+
+namespace {
+
+// Recursive descent over the whole grammar; strings reuse the flat reader's
+// escape handling by parsing a one-member object around them would be
+// clumsy, so the scanner below is self-contained.
+class JsonReader {
+ public:
+  explicit JsonReader(std::string_view text) : text_(text) {}
+
+  JsonValue document() {
+    JsonValue v = value(0);
+    skip_space();
+    if (pos_ != text_.size()) fail("trailing characters");
+    return v;
+  }
+
+ private:
+  static constexpr int kMaxDepth = 256;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error("malformed JSON at offset " + std::to_string(pos_) + ": " + what, {},
+                ErrorKind::run);
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
+                                   text_[pos_] == '\t' || text_[pos_] == '\r'))
+      ++pos_;
+  }
+  bool consume(std::string_view word) {
+    if (text_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+
+  JsonValue value(int depth) {
+    if (depth > kMaxDepth) fail("nesting too deep");
+    skip_space();
+    if (pos_ >= text_.size()) fail("unexpected end");
+    JsonValue v;
+    const char c = text_[pos_];
+    if (c == '{') {
+      v.type = JsonValue::Type::object;
+      ++pos_;
+      skip_space();
+      if (pos_ < text_.size() && text_[pos_] == '}') {
+        ++pos_;
+        return v;
+      }
+      while (true) {
+        skip_space();
+        if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected a member name");
+        std::string key = string();
+        skip_space();
+        if (!consume(":")) fail("expected ':'");
+        v.members.emplace_back(std::move(key), value(depth + 1));
+        skip_space();
+        if (consume(",")) continue;
+        if (consume("}")) return v;
+        fail("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      v.type = JsonValue::Type::array;
+      ++pos_;
+      skip_space();
+      if (consume("]")) return v;
+      while (true) {
+        v.items.push_back(value(depth + 1));
+        skip_space();
+        if (consume(",")) continue;
+        if (consume("]")) return v;
+        fail("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      v.type = JsonValue::Type::string;
+      v.text = string();
+      return v;
+    }
+    if (consume("true")) {
+      v.type = JsonValue::Type::boolean;
+      v.boolean = true;
+      return v;
+    }
+    if (consume("false")) {
+      v.type = JsonValue::Type::boolean;
+      return v;
+    }
+    if (consume("null")) return v;
+    return number();
+  }
+
+  JsonValue number() {
+    const std::size_t start = pos_;
+    bool is_float = false;
+    if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c >= '0' && c <= '9') {
+        ++pos_;
+      } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+        is_float = true;
+        ++pos_;
+      } else {
+        break;
+      }
+    }
+    if (pos_ == start) fail("unexpected character");
+    JsonValue v;
+    v.text = std::string(text_.substr(start, pos_ - start));
+    try {
+      std::size_t used = 0;
+      if (is_float) {
+        v.type = JsonValue::Type::number;
+        v.number = std::stod(v.text, &used);
+      } else {
+        v.type = JsonValue::Type::integer;
+        v.integer = std::stoll(v.text, &used);
+        v.number = static_cast<double>(v.integer);
+      }
+      if (used != v.text.size()) fail("bad number '" + v.text + "'");
+    } catch (const std::logic_error&) {
+      fail("bad number '" + v.text + "'");
+    }
+    return v;
+  }
+
+  std::string string() {
+    // Reuse the flat reader for the escape rules: wrap the literal in an object.
+    const std::size_t start = pos_;
+    ++pos_;
+    while (pos_ < text_.size() && text_[pos_] != '"') pos_ += text_[pos_] == '\\' ? 2 : 1;
+    if (pos_ >= text_.size()) fail("unterminated string");
+    ++pos_;
+    const std::string literal(text_.substr(start, pos_ - start));
+    return FlatJsonReader("{" + literal + ":\"\"}").object().begin()->first;
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+JsonValue parse_json(std::string_view text) { return JsonReader(text).document(); }
+
 }  // namespace runner

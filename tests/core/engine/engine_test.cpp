@@ -147,7 +147,8 @@ TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
              runner::Options({{"throw_at_step", std::int64_t{-1}},
                               {"nan_at_step", std::int64_t{-1}},
                               {"crash_at_step", std::int64_t{-1}},
-                              {"hang_at_step", std::int64_t{-1}}}),
+                              {"hang_at_step", std::int64_t{-1}},
+                              {"hang_in_factory", false}}),
              {}};
   e.data_settings.batch_size = 8;
   e.infer.batches = 10;
@@ -164,7 +165,8 @@ runner::Experiment tiny_experiment(std::int64_t throw_at, std::int64_t nan_at) {
              runner::Options({{"throw_at_step", throw_at},
                               {"nan_at_step", nan_at},
                               {"crash_at_step", std::int64_t{-1}},
-                              {"hang_at_step", std::int64_t{-1}}}),
+                              {"hang_at_step", std::int64_t{-1}},
+                              {"hang_in_factory", false}}),
              {}};
   e.data = runner::PluginChoice{"tiny_data", runner::Options({{"size", std::int64_t{64}}}), {}};
   e.data_settings.batch_size = 8;
