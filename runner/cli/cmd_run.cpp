@@ -168,8 +168,20 @@ RunOutcome run_and_record(store::Store& db, std::int64_t run_id, const Trial& tr
   const Experiment& exp = trial.experiment;
   configure_runtime(exp);
   const Fingerprint fingerprint = collect_fingerprint(exp.seed);
-  db.set_run_fingerprint(run_id, db.upsert_fingerprint(fingerprint.hash(), fingerprint.json()));
+  const auto fingerprint_id = db.upsert_fingerprint(fingerprint.hash(), fingerprint.json());
+  db.set_run_fingerprint(run_id, fingerprint_id);
+  // The peak is measured once per fingerprint and device, by the first run
+  // that needs it, before its own steps (so it never overlaps a measurement).
+  const std::string device = resolve_device(exp.device.type);
+  std::optional<double> peak = db.peak_flop_per_s(fingerprint_id, device, "float32");
+  if (!peak) {
+    peak = measure_peak_flop_per_s(device);
+    db.set_peak_flop_per_s(fingerprint_id, device, "float32", *peak,
+                           device == "cpu" ? "best of 5 fp32 matmuls 1024^3"
+                                           : "best of 5 fp32 matmuls 4096^3");
+  }
   RunRequest request;
+  request.peak_flop_per_s = peak;
   request.experiment = &exp;
   request.host = &host;
   request.process_start = global.start;

@@ -30,6 +30,9 @@ Summary summarize(const std::string& metric, const std::string& unit, std::vecto
     for (double v : values) sq += (v - s.mean) * (v - s.mean);
     s.stddev = std::sqrt(sq / static_cast<double>(values.size() - 1));
   }
+  s.p5 = percentile_sorted(values, 5);
+  s.p95 = percentile_sorted(values, 95);
+  s.cv = s.mean != 0 ? s.stddev / s.mean : 0;
   s.p50 = percentile_sorted(values, 50);
   s.p90 = percentile_sorted(values, 90);
   s.p99 = percentile_sorted(values, 99);

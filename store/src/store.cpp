@@ -313,6 +313,58 @@ JOIN trials AS t ON t.id = r.trial_id
 JOIN experiments AS e ON e.id = t.experiment_id;
 )sql";
 
+// Version 3 (measurement, issue 4): host-to-device and communication phases
+// per sample; p5, p95 and the coefficient of variation per summary; the peak
+// FLOP/s measured once per fingerprint, device and dtype. run_summaries gains
+// the new statistics (a view, so it is recreated).
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE samples ADD COLUMN h2d_ns REAL;
+ALTER TABLE samples ADD COLUMN comm_ns REAL;
+ALTER TABLE summaries ADD COLUMN p5 REAL;
+ALTER TABLE summaries ADD COLUMN p95 REAL;
+ALTER TABLE summaries ADD COLUMN cv REAL;
+
+CREATE TABLE peaks (
+  fingerprint_id INTEGER NOT NULL REFERENCES fingerprints(id) ON DELETE CASCADE,
+  device         TEXT NOT NULL,
+  dtype          TEXT NOT NULL,
+  flop_per_s     REAL NOT NULL CHECK (flop_per_s > 0),
+  method         TEXT NOT NULL,
+  measured_at    TEXT NOT NULL DEFAULT )sql" RUNNER_NOW R"sql(,
+  PRIMARY KEY (fingerprint_id, device, dtype)
+);
+
+DROP VIEW run_summaries;
+CREATE VIEW run_summaries AS
+SELECT r.id           AS run_id,
+       e.name         AS experiment,
+       r.trial_id     AS trial_id,
+       t.config_hash  AS config_hash,
+       r.repeat_index AS repeat_index,
+       r.kind         AS kind,
+       )sql" RUNNER_EFFECTIVE_STATUS("r") R"sql( AS status,
+       s.metric       AS metric,
+       s.unit         AS unit,
+       s.n            AS n,
+       s.mean         AS mean,
+       s.stddev       AS stddev,
+       s.min          AS min,
+       s.p50          AS p50,
+       s.p90          AS p90,
+       s.p99          AS p99,
+       s.max          AS max,
+       r.status       AS stored_status,
+       t.label        AS label,
+       t.identity     AS identity,
+       s.p5           AS p5,
+       s.p95          AS p95,
+       s.cv           AS cv
+FROM summaries AS s
+JOIN runs AS r ON r.id = s.run_id
+JOIN trials AS t ON t.id = r.trial_id
+JOIN experiments AS e ON e.id = t.experiment_id;
+)sql";
+
 #undef RUNNER_NOW
 
 constexpr int parse_decimal(const char* text) {
@@ -323,7 +375,7 @@ constexpr int parse_decimal(const char* text) {
 static_assert(parse_decimal(RUNNER_STALE_SECONDS) == kStaleHeartbeatSeconds,
               "the views' stale threshold must match kStaleHeartbeatSeconds");
 
-constexpr std::array<const char*, 2> kMigrations = {kSchemaV1, kSchemaV2};
+constexpr std::array<const char*, 3> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 
@@ -888,7 +940,8 @@ void Store::add_samples(std::int64_t run_id, const std::vector<Sample>& samples)
     Transaction tx(db_);
     Statement insert(db_,
                      "INSERT INTO samples (run_id, step, warmup, wall_ns, data_ns, forward_ns, "
-                     "backward_ns, optimizer_ns, loss) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+                     "backward_ns, optimizer_ns, loss, h2d_ns, comm_ns) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
     for (const Sample& sample : samples) {
       insert.reset();
       insert.bind_int(1, run_id);
@@ -900,6 +953,8 @@ void Store::add_samples(std::int64_t run_id, const std::vector<Sample>& samples)
       bind_phase(insert, 7, sample.backward_ns);
       bind_phase(insert, 8, sample.optimizer_ns);
       insert.bind_real(9, sample.loss);  // NaN -> NULL
+      bind_phase(insert, 10, sample.h2d_ns);
+      bind_phase(insert, 11, sample.comm_ns);
       insert.run();
     }
     tx.commit();
@@ -960,7 +1015,8 @@ void Store::finish_run(std::int64_t run_id, const std::string& status, const std
 
     Statement insert_summary(db_,
                              "INSERT INTO summaries (run_id, metric, unit, n, mean, stddev, min, "
-                             "p50, p90, p99, max) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+                             "p50, p90, p99, max, p5, p95, cv) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
     for (const Summary& s : summaries) {
       insert_summary.reset();
       insert_summary.bind_int(1, run_id);
@@ -974,6 +1030,9 @@ void Store::finish_run(std::int64_t run_id, const std::string& status, const std
       insert_summary.bind_real(9, s.p90);
       insert_summary.bind_real(10, s.p99);
       insert_summary.bind_real(11, s.max);
+      insert_summary.bind_real(12, s.p5);
+      insert_summary.bind_real(13, s.p95);
+      insert_summary.bind_real(14, s.cv);
       insert_summary.run();
     }
 
@@ -1114,7 +1173,7 @@ std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
     }
     {
       Statement query(db_,
-                      "SELECT metric, unit, n, mean, stddev, min, p50, p90, p99, max "
+                      "SELECT metric, unit, n, mean, stddev, min, p50, p90, p99, max, p5, p95, cv "
                       "FROM summaries WHERE run_id = ?1 ORDER BY metric");
       query.bind_int(1, run_id);
       while (query.step()) {
@@ -1129,6 +1188,9 @@ std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
         s.p90 = query.real(7, kNaN);
         s.p99 = query.real(8, kNaN);
         s.max = query.real(9, kNaN);
+        s.p5 = query.real(10, kNaN);
+        s.p95 = query.real(11, kNaN);
+        s.cv = query.real(12, kNaN);
         detail.summaries.push_back(std::move(s));
       }
     }
@@ -1152,7 +1214,7 @@ std::vector<Sample> Store::samples(std::int64_t run_id) const {
   return with_context("cannot read the samples of run " + std::to_string(run_id), [&] {
     Statement query(db_,
                     "SELECT step, warmup, wall_ns, data_ns, forward_ns, backward_ns, optimizer_ns, "
-                    "loss FROM samples WHERE run_id = ?1 ORDER BY step");
+                    "loss, h2d_ns, comm_ns FROM samples WHERE run_id = ?1 ORDER BY step");
     query.bind_int(1, run_id);
     std::vector<Sample> out;
     while (query.step()) {
@@ -1165,6 +1227,8 @@ std::vector<Sample> Store::samples(std::int64_t run_id) const {
       s.backward_ns = query.real(5, -1);
       s.optimizer_ns = query.real(6, -1);
       s.loss = query.real(7, kNaN);
+      s.h2d_ns = query.real(8, -1);
+      s.comm_ns = query.real(9, -1);
       out.push_back(s);
     }
     return out;
@@ -1228,6 +1292,36 @@ std::vector<RunningRun> Store::running_runs() const {
       out.push_back(std::move(run));
     }
     return out;
+  });
+}
+
+std::optional<double> Store::peak_flop_per_s(std::int64_t fingerprint_id, const std::string& device,
+                                             const std::string& dtype) const {
+  return with_context("cannot read the measured peak", [&]() -> std::optional<double> {
+    Statement query(db_,
+                    "SELECT flop_per_s FROM peaks WHERE fingerprint_id = ?1 AND device = ?2 AND "
+                    "dtype = ?3");
+    query.bind_int(1, fingerprint_id);
+    query.bind_text(2, device);
+    query.bind_text(3, dtype);
+    if (!query.step()) return std::nullopt;
+    return query.real(0, kNaN);
+  });
+}
+
+void Store::set_peak_flop_per_s(std::int64_t fingerprint_id, const std::string& device,
+                                const std::string& dtype, double flop_per_s,
+                                const std::string& method) {
+  with_context("cannot record the measured peak", [&] {
+    Statement insert(db_,
+                     "INSERT OR REPLACE INTO peaks (fingerprint_id, device, dtype, flop_per_s, "
+                     "method) VALUES (?1, ?2, ?3, ?4, ?5)");
+    insert.bind_int(1, fingerprint_id);
+    insert.bind_text(2, device);
+    insert.bind_text(3, dtype);
+    insert.bind_real(4, flop_per_s);
+    insert.bind_text(5, method);
+    insert.run();
   });
 }
 
@@ -1307,10 +1401,11 @@ class Merger {
     children("run_plugins", {"kind", "name", "library", "version", "sha256"}, counts_.run_plugins);
     children("samples",
              {"step", "warmup", "wall_ns", "data_ns", "forward_ns", "backward_ns", "optimizer_ns",
-              "loss"},
+              "loss", "h2d_ns", "comm_ns"},
              counts_.samples);
     children("summaries",
-             {"metric", "unit", "n", "mean", "stddev", "min", "p50", "p90", "p99", "max"},
+             {"metric", "unit", "n", "mean", "stddev", "min", "p50", "p90", "p99", "max", "p5", "p95",
+              "cv"},
              counts_.summaries);
     children("metrics", {"name", "value", "unit"}, counts_.metrics);
     return counts_;

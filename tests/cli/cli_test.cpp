@@ -139,7 +139,7 @@ TEST_F(CliTest, RunRecordsExperimentTrialRunsSamplesAndFingerprint) {
   EXPECT_EQ(query("SELECT count(*) FROM run_plugins WHERE length(sha256) = 64"), 6);
   EXPECT_EQ(query("SELECT n FROM summaries WHERE metric = 'step_time' LIMIT 1"), 12);
   EXPECT_EQ(query("SELECT count(*) FROM metrics WHERE name = 'samples_per_s' AND value > 0"), 2);
-  EXPECT_EQ(query("PRAGMA user_version"), 2);
+  EXPECT_EQ(query("PRAGMA user_version"), 3);
   EXPECT_EQ(query_text("SELECT json_extract(json, '$.\"gpu.name\"') FROM fingerprints"), "");
 
   // A second invocation resumes: everything is done, nothing runs.
@@ -277,7 +277,7 @@ TEST_F(BadInputTest, MismatchedPluginAbiNamesTheFile) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
             "error: plugin library '" + lib.string() +
-                "' does not match this runner: SDK ABI version: expected 1, found 999");
+                "' does not match this runner: SDK ABI version: expected 2, found 999");
   EXPECT_FALSE(fs::exists(db_));
 }
 

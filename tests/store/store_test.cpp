@@ -54,6 +54,8 @@ std::int64_t query_int(sqlite3* db, const std::string& sql) {
   return std::stoll(query_text(db, sql));
 }
 
+double query_real(sqlite3* db, const std::string& sql) { return std::stod(query_text(db, sql)); }
+
 /// Runs raw SQL on a file without going through Store (to fake other writers).
 void exec_raw(const fs::path& path, const std::string& sql) {
   sqlite3* db = nullptr;
@@ -143,7 +145,7 @@ class StoreTest : public ::testing::Test {
 TEST_F(StoreTest, FreshFileIsMigratedInWalModeWithForeignKeys) {
   Store store = Store::open(db_path_);
   sqlite3* db = store.handle();
-  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(store.schema_version(), runner::store::kSchemaVersion);
   EXPECT_EQ(query_int(db, "PRAGMA user_version"), runner::store::kSchemaVersion);
   EXPECT_EQ(query_text(db, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(query_int(db, "PRAGMA foreign_keys"), 1);
@@ -172,7 +174,7 @@ TEST_F(StoreTest, ReopeningKeepsDataAndDoesNotMigrateAgain) {
     experiment = store.upsert_experiment("amp", "amp.toml", "text");
   }
   Store store = Store::open(db_path_);
-  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(store.schema_version(), runner::store::kSchemaVersion);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM experiments"), 1);
   EXPECT_EQ(store.upsert_experiment("amp", "amp.toml", "text"), experiment);
 }
@@ -180,7 +182,7 @@ TEST_F(StoreTest, ReopeningKeepsDataAndDoesNotMigrateAgain) {
 TEST_F(StoreTest, NewerSchemaVersionIsRejected) {
   exec_raw(db_path_, "CREATE TABLE future (x); PRAGMA user_version = 7;");
   const std::string expected = "database '" + db_path_.string() +
-                               "' has schema version 7, newer than this runner supports (2)";
+                               "' has schema version 7, newer than this runner supports (3)";
   EXPECT_THROW_MSG(Store::open(db_path_), Error, expected);
   EXPECT_THROW_MSG(Store::open_read_only(db_path_), Error, expected);
   try {
@@ -219,7 +221,7 @@ TEST_F(StoreTest, OtherApplicationsDatabaseIsRejected) {
 TEST_F(StoreTest, EmptyFileBecomesAStore) {
   std::ofstream(db_path_).close();
   Store store = Store::open(db_path_);
-  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(store.schema_version(), runner::store::kSchemaVersion);
 }
 
 TEST_F(StoreTest, OpenReadOnlyMissingFileCreatesNothing) {
@@ -241,7 +243,7 @@ TEST_F(StoreTest, OpenReadOnlyReadsButDoesNotWrite) {
     run = begin(store, add_trial(store));
   }
   Store reader = Store::open_read_only(db_path_);
-  EXPECT_EQ(reader.schema_version(), 2);
+  EXPECT_EQ(reader.schema_version(), runner::store::kSchemaVersion);
   ASSERT_EQ(reader.list_runs().size(), 1U);
   EXPECT_EQ(reader.list_runs()[0].id, run);
   try {
@@ -263,7 +265,7 @@ TEST_F(StoreTest, StoreIsMovable) {
   Store c = Store::open(dir_ / "other.db");
   c = std::move(b);
   EXPECT_EQ(c.handle(), handle);
-  EXPECT_EQ(c.schema_version(), 2);
+  EXPECT_EQ(c.schema_version(), runner::store::kSchemaVersion);
 }
 
 TEST_F(StoreTest, TwoConnectionsSeeEachOthersCommits) {
@@ -719,8 +721,8 @@ TEST_F(StoreTest, MigratesAVersion1FileKeepingItsData) {
   write_v1_file(db_path_);
   Store store = Store::open(db_path_);
   sqlite3* db = store.handle();
-  EXPECT_EQ(store.schema_version(), 2);
-  EXPECT_EQ(query_int(db, "PRAGMA user_version"), 2);
+  EXPECT_EQ(store.schema_version(), runner::store::kSchemaVersion);
+  EXPECT_EQ(query_int(db, "PRAGMA user_version"), runner::store::kSchemaVersion);
   // Enforcement was switched off for the table rebuilds and is on again.
   EXPECT_EQ(query_int(db, "PRAGMA foreign_keys"), 1);
   EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
@@ -794,7 +796,7 @@ TEST_F(StoreTest, OpenReadOnlyReadsAVersion1FileWithoutChangingIt) {
   const auto size = fs::file_size(db_path_);
   {
     Store reader = Store::open_read_only(db_path_);
-    EXPECT_EQ(reader.schema_version(), 2);  // of the migrated copy it reads
+    EXPECT_EQ(reader.schema_version(), runner::store::kSchemaVersion);  // of the migrated copy it reads
     const auto rows = reader.list_runs();
     ASSERT_EQ(rows.size(), 2U);
     EXPECT_EQ(rows[1].status, "finished");
@@ -814,7 +816,9 @@ TEST_F(StoreTest, OpenReadOnlyReadsAVersion1FileWithoutChangingIt) {
 TEST_F(StoreTest, MigrationStepsAreAvailableForTests) {
   EXPECT_NE(std::string(runner::store::detail::migration_sql(2)).find("runs_v2"),
             std::string::npos);
-  EXPECT_THROW(static_cast<void>(runner::store::detail::migration_sql(3)), std::out_of_range);
+  EXPECT_NE(std::string(runner::store::detail::migration_sql(3)).find("CREATE TABLE peaks"),
+            std::string::npos);
+  EXPECT_THROW(static_cast<void>(runner::store::detail::migration_sql(4)), std::out_of_range);
   EXPECT_THROW(static_cast<void>(runner::store::detail::migration_sql(0)), std::out_of_range);
 }
 
@@ -1205,7 +1209,7 @@ TEST_F(StoreTest, MergeWithABadInputWritesNothing) {
                    "database '" + missing.string() + "' does not exist");
   EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, newer}), Error,
                    "database '" + newer.string() +
-                       "' has schema version 9, newer than this runner supports (2)");
+                       "' has schema version 9, newer than this runner supports (3)");
   EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, foreign}), Error,
                    "'" + foreign.string() +
                        "' is not a runner database: it has tables but no runner schema version");
@@ -1349,3 +1353,54 @@ TEST_F(StoreTest, MergeOfManySamplesIsQuick) {
 }
 
 }  // namespace
+
+// --- schema version 3: measurement columns and measured peaks ---------------
+
+TEST_F(StoreTest, Version3PhasesStatisticsAndPeaksRoundTrip) {
+  Store store = Store::open(db_path_);
+  const auto experiment = store.upsert_experiment("e", "/e.toml", "text");
+  const auto trial = store.upsert_trial(experiment, "{}", "h", "h", "");
+  const auto fingerprint = store.upsert_fingerprint("fp", "{}");
+  RunStart start;
+  start.trial_id = trial;
+  start.fingerprint_id = fingerprint;
+  start.kind = "train";
+  const auto run = store.begin_run(start);
+  Sample with_phases;
+  with_phases.step = 0;
+  with_phases.wall_ns = 100;
+  with_phases.h2d_ns = 7;
+  with_phases.comm_ns = 11;
+  Sample without;
+  without.step = 1;
+  without.wall_ns = 90;
+  store.add_samples(run, {with_phases, without});
+  Summary summary;
+  summary.metric = "step_time";
+  summary.unit = "ns";
+  summary.n = 2;
+  summary.p5 = 1;
+  summary.p95 = 2;
+  summary.cv = 0.25;
+  store.finish_run(run, "finished", "", {summary}, {});
+
+  const auto samples = store.samples(run);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(samples[0].h2d_ns, 7);
+  EXPECT_DOUBLE_EQ(samples[0].comm_ns, 11);
+  EXPECT_DOUBLE_EQ(samples[1].h2d_ns, -1);  // NULL on disk
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples WHERE comm_ns IS NULL"), 1);
+  const auto detail = store.get_run(run);
+  ASSERT_TRUE(detail.has_value());
+  ASSERT_EQ(detail->summaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(detail->summaries[0].p5, 1);
+  EXPECT_DOUBLE_EQ(detail->summaries[0].p95, 2);
+  EXPECT_DOUBLE_EQ(detail->summaries[0].cv, 0.25);
+  EXPECT_DOUBLE_EQ(query_real(store.handle(), "SELECT cv FROM run_summaries"), 0.25);
+
+  EXPECT_FALSE(store.peak_flop_per_s(fingerprint, "cpu", "float32").has_value());
+  store.set_peak_flop_per_s(fingerprint, "cpu", "float32", 1.5e11, "matmul");
+  store.set_peak_flop_per_s(fingerprint, "cpu", "float32", 2.5e11, "matmul");  // replaced
+  EXPECT_DOUBLE_EQ(*store.peak_flop_per_s(fingerprint, "cpu", "float32"), 2.5e11);
+  EXPECT_FALSE(store.peak_flop_per_s(fingerprint, "cuda", "float32").has_value());
+}

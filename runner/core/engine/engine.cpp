@@ -6,14 +6,20 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#ifdef RUNNER_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 #include <sys/resource.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 
 #include "runner/core/engine/phase_clock.hpp"
 #include "runner/core/engine/sampler.hpp"
+#include "runner/core/engine/warmup.hpp"
 #include "runner/sdk.hpp"
 #include "runner/store/stats.hpp"
 
@@ -51,14 +57,19 @@ class BatchSource {
   }
   BatchSource(Batch fixed, torch::Device device) : fixed_(std::move(fixed)), device_(device) {}
 
+  /// The next batch, on the host (the loader's work: the data phase).
   Batch next() {
     if (loader_ == nullptr) return fixed_;
-    Batch batch = loader_->get_batch(sampler_->next());
-    if (device_.is_cuda()) {
-      batch.inputs = batch.inputs.to(device_, /*non_blocking=*/true);
-      if (batch.targets.defined()) batch.targets = batch.targets.to(device_, true);
-    }
-    return batch;
+    return loader_->get_batch(sampler_->next());
+  }
+
+  /// True when batches must be copied to the device (the h2d phase).
+  [[nodiscard]] bool needs_copy() const { return loader_ != nullptr && !device_.is_cpu(); }
+
+  /// Issues the host-to-device copy of a batch (non-blocking from pinned memory).
+  void copy_to_device(Batch& batch) const {
+    batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
+    if (batch.targets.defined()) batch.targets = batch.targets.pin_memory().to(device_, true);
   }
 
  private:
@@ -104,7 +115,9 @@ Workload build(const Experiment& exp, const PluginHost& host, std::uint64_t seed
     OptimizerContext optimizer_context;
     for (const auto& p : w.model->module().parameters())
       if (p.requires_grad()) optimizer_context.parameters.push_back(p);
-    optimizer_context.total_steps = exp.train.warmup + exp.train.steps;
+    optimizer_context.total_steps =
+        exp.train.steps + (exp.train.warmup < 0 ? WarmupDetector::for_steps(exp.train.steps).max_steps()
+                                                : exp.train.warmup);
     w.optimizer = host.make_optimizer(exp.optimizer->plugin, exp.optimizer->options,
                                       optimizer_context);
   }
@@ -117,6 +130,8 @@ store::Sample to_sample(std::int64_t step, bool warmup, const StepTimes& t, doub
   s.warmup = warmup;
   s.wall_ns = t.wall_ns;
   s.data_ns = t.phase_ns[static_cast<std::size_t>(Phase::data)];
+  s.h2d_ns = t.phase_ns[static_cast<std::size_t>(Phase::h2d)];
+  s.comm_ns = t.phase_ns[static_cast<std::size_t>(Phase::comm)];
   s.forward_ns = t.phase_ns[static_cast<std::size_t>(Phase::forward)];
   s.backward_ns = t.phase_ns[static_cast<std::size_t>(Phase::backward)];
   s.optimizer_ns = t.phase_ns[static_cast<std::size_t>(Phase::optimizer)];
@@ -126,17 +141,21 @@ store::Sample to_sample(std::int64_t step, bool warmup, const StepTimes& t, doub
 
 // Summaries of the measured (non-warm-up) samples, one per phase that was timed.
 void summarize(RunOutcome& out, const std::string& wall_metric) {
-  std::vector<double> wall, data, forward, backward, optimizer;
+  std::vector<double> wall, data, h2d, forward, backward, optimizer, comm;
   for (const auto& s : out.samples) {
     if (s.warmup) continue;
     wall.push_back(s.wall_ns);
     if (s.data_ns >= 0) data.push_back(s.data_ns);
+    if (s.h2d_ns >= 0) h2d.push_back(s.h2d_ns);
+    if (s.comm_ns >= 0) comm.push_back(s.comm_ns);
     if (s.forward_ns >= 0) forward.push_back(s.forward_ns);
     if (s.backward_ns >= 0) backward.push_back(s.backward_ns);
     if (s.optimizer_ns >= 0) optimizer.push_back(s.optimizer_ns);
   }
   out.summaries.push_back(store::summarize(wall_metric, "ns", wall));
   if (!data.empty()) out.summaries.push_back(store::summarize("data", "ns", data));
+  if (!h2d.empty()) out.summaries.push_back(store::summarize("h2d", "ns", h2d));
+  if (!comm.empty()) out.summaries.push_back(store::summarize("comm", "ns", comm));
   if (!forward.empty()) out.summaries.push_back(store::summarize("forward", "ns", forward));
   if (!backward.empty()) out.summaries.push_back(store::summarize("backward", "ns", backward));
   if (!optimizer.empty())
@@ -192,56 +211,95 @@ bool stop_requested(const RunRequest& request, std::int64_t step, RunOutcome& ou
   return true;
 }
 
-void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
-  const Experiment& exp = *request.experiment;
-  torch::nn::Module& module = w.model->module();
-  module.train();
-  torch::optim::Optimizer& optimizer = w.optimizer->get();
-  const std::int64_t total = exp.train.warmup + exp.train.steps;
-  out.samples.reserve(static_cast<std::size_t>(total));
-  ProgressReporter progress(request, total);
+// The step loop shared by training and inference: warm-up (a fixed count, or
+// until the step times settle), then `measured` steps, each timed by the
+// clock and recorded; `body` does one step's work and marks its phases, and
+// returns the loss (undefined for inference).
+void run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup,
+               std::int64_t measured, const std::function<torch::Tensor(std::int64_t)>& body,
+               RunOutcome& out) {
+  const bool auto_warmup = warmup < 0;
+  WarmupDetector detector = WarmupDetector::for_steps(measured);
+  bool warming = auto_warmup || warmup > 0;
+  std::int64_t warm_steps = 0, measured_done = 0;
+  out.samples.reserve(static_cast<std::size_t>(measured + (auto_warmup ? 50 : warmup)));
+  ProgressReporter progress(request, measured + (auto_warmup ? 0 : warmup));
   double first_loss = std::nan("");
-  for (std::int64_t step = 0; step < total; ++step) {
+  for (std::int64_t step = 0; warming || measured_done < measured; ++step) {
     if (stop_requested(request, step, out)) break;
     clock.begin_step();
-    const Batch batch = w.batches->next();
-    clock.end_phase(Phase::data);
-    const torch::Tensor output = w.model->forward(batch);
-    const torch::Tensor loss = w.model->loss(output, batch);
-    clock.end_phase(Phase::forward);
-    optimizer.zero_grad();
-    loss.backward();
-    clock.end_phase(Phase::backward);
-    optimizer.step();
-    w.optimizer->on_step_end(step);
-    clock.end_phase(Phase::optimizer);
+    const torch::Tensor loss = body(step);
     const StepTimes times = clock.end_step();
-    const double loss_value = loss.item<double>();  // after end_step: no extra sync on a GPU
-    out.samples.push_back(to_sample(step, step < exp.train.warmup, times, loss_value));
+    // Read after end_step: on a GPU the step is already synchronised, so this adds none.
+    const double loss_value = loss.defined() ? loss.item<double>() : std::nan("");
+    out.samples.push_back(to_sample(step, warming, times, loss_value));
     if (step == 0) {
       first_loss = loss_value;
       out.metrics.push_back({"time_to_first_step_s",
                              seconds_between(request.process_start, Clock::now()), "s"});
     }
-    if (!std::isfinite(loss_value)) {
+    if (loss.defined() && !std::isfinite(loss_value)) {
       out.status = store::kStatusDiverged;
       out.error = std::string("loss is ") +
                   (std::isnan(loss_value) ? "nan" : loss_value > 0 ? "inf" : "-inf") +
                   " at step " + std::to_string(step);
       break;
     }
-    progress.step(step + 1, loss_value);
+    if (warming) {
+      ++warm_steps;
+      warming = auto_warmup ? !detector.add(times.wall_ns) : warm_steps < warmup;
+    } else {
+      ++measured_done;
+    }
+    progress.step(auto_warmup ? measured_done : step + 1, loss_value);
   }
-  // Final loss: mean over the last few measured steps, which is less noisy than one step.
-  double tail_sum = 0;
-  int tail_n = 0;
-  for (auto it = out.samples.rbegin(); it != out.samples.rend() && tail_n < 10; ++it) {
-    if (it->warmup) break;
-    tail_sum += it->loss;
-    ++tail_n;
+  out.metrics.push_back({"warmup_steps", static_cast<double>(warm_steps), "count"});
+  if (auto_warmup)
+    out.metrics.push_back({"warmup_converged", detector.converged() ? 1.0 : 0.0, "bool"});
+  if (!std::isnan(first_loss)) {
+    // Final loss: mean over the last few measured steps, less noisy than one step.
+    double tail_sum = 0;
+    int tail_n = 0;
+    for (auto it = out.samples.rbegin(); it != out.samples.rend() && tail_n < 10; ++it) {
+      if (it->warmup) break;
+      tail_sum += it->loss;
+      ++tail_n;
+    }
+    out.metrics.push_back({"loss_initial", first_loss, ""});
+    if (tail_n > 0) out.metrics.push_back({"loss_final", tail_sum / tail_n, ""});
   }
-  out.metrics.push_back({"loss_initial", first_loss, ""});
-  if (tail_n > 0) out.metrics.push_back({"loss_final", tail_sum / tail_n, ""});
+}
+
+// The data and host-to-device phases of a step.
+Batch next_batch(Workload& w, PhaseClock& clock) {
+  Batch batch = w.batches->next();
+  clock.end_phase(Phase::data);
+  if (w.batches->needs_copy()) {
+    w.batches->copy_to_device(batch);
+    clock.end_phase(Phase::h2d);
+  }
+  return batch;
+}
+
+void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
+  const Experiment& exp = *request.experiment;
+  w.model->module().train();
+  torch::optim::Optimizer& optimizer = w.optimizer->get();
+  run_steps(request, clock, exp.train.warmup, exp.train.steps,
+            [&](std::int64_t step) {
+              const Batch batch = next_batch(w, clock);
+              const torch::Tensor output = w.model->forward(batch);
+              torch::Tensor loss = w.model->loss(output, batch);
+              clock.end_phase(Phase::forward);
+              optimizer.zero_grad();
+              loss.backward();
+              clock.end_phase(Phase::backward);
+              optimizer.step();
+              w.optimizer->on_step_end(step);
+              clock.end_phase(Phase::optimizer);
+              return loss.detach();
+            },
+            out);
 }
 
 void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
@@ -255,23 +313,14 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   } else {
     no_grad = std::make_unique<torch::NoGradGuard>();
   }
-  const std::int64_t total = exp.infer.warmup + exp.infer.batches;
-  out.samples.reserve(static_cast<std::size_t>(total));
-  ProgressReporter progress(request, total);
-  for (std::int64_t step = 0; step < total; ++step) {
-    if (stop_requested(request, step, out)) break;
-    clock.begin_step();
-    const Batch batch = w.batches->next();
-    clock.end_phase(Phase::data);
-    const torch::Tensor output = w.model->forward(batch);
-    clock.end_phase(Phase::forward);
-    const StepTimes times = clock.end_step();
-    out.samples.push_back(to_sample(step, step < exp.infer.warmup, times, std::nan("")));
-    if (step == 0)
-      out.metrics.push_back({"time_to_first_step_s",
-                             seconds_between(request.process_start, Clock::now()), "s"});
-    progress.step(step + 1, std::nan(""));
-  }
+  run_steps(request, clock, exp.infer.warmup, exp.infer.batches,
+            [&](std::int64_t) {
+              const Batch batch = next_batch(w, clock);
+              (void)w.model->forward(batch);
+              clock.end_phase(Phase::forward);
+              return torch::Tensor();
+            },
+            out);
 }
 
 }  // namespace
@@ -291,6 +340,27 @@ void configure_runtime(const Experiment& experiment) {
     at::set_num_threads(static_cast<int>(experiment.device.threads));
   if (experiment.device.interop_threads > 0)
     at::set_num_interop_threads(static_cast<int>(experiment.device.interop_threads));
+}
+
+double measure_peak_flop_per_s(const std::string& device_name) {
+  // The best of several large fp32 matmuls: what this machine's BLAS (or
+  // cuBLAS) can reach with the current thread settings. 2*n^3 FLOPs each.
+  const torch::Device device(device_name);
+  const std::int64_t n = device.is_cuda() ? 4096 : 1024;
+  c10::InferenceMode guard;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  const torch::Tensor a = torch::randn({n, n}, options), b = torch::randn({n, n}, options);
+  (void)torch::mm(a, b);  // warm-up: allocation, kernel selection, thread pool
+  auto clock = make_phase_clock(device_name);
+  double best_ns = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 5; ++i) {
+    clock->begin_step();
+    (void)torch::mm(a, b);
+    clock->end_phase(Phase::forward);
+    best_ns = std::min(best_ns, clock->end_step().phase_ns[static_cast<std::size_t>(Phase::forward)]);
+  }
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) /
+         (best_ns * 1e-9);
 }
 
 std::uint64_t run_seed(const Experiment& experiment, std::int64_t) {
@@ -322,15 +392,30 @@ RunOutcome execute_run(const RunRequest& request) {
       summarize(out, "latency");
     }
     add_throughput(out, w.batch_size);
-    if (const auto flops = w.model->flops_per_sample()) {
-      for (const auto& m : out.metrics)
-        if (m.name == "samples_per_s") {
-          // Training does forward + backward, about 3x the forward FLOPs.
-          const double factor = exp.kind == "train" ? 3.0 : 1.0;
-          out.metrics.push_back({"achieved_flop_per_s", factor * *flops * m.value, "flop/s"});
-          break;
-        }
+    double samples_per_s = std::nan("");
+    for (const auto& m : out.metrics)
+      if (m.name == "samples_per_s") samples_per_s = m.value;
+    if (const auto tokens = w.model->tokens_per_sample(); tokens && !std::isnan(samples_per_s))
+      out.metrics.push_back({"tokens_per_s", *tokens * samples_per_s, "1/s"});
+    if (const auto flops = w.model->flops_per_sample(); flops && !std::isnan(samples_per_s)) {
+      // Training does forward + backward, about 3x the forward FLOPs.
+      const double factor = exp.kind == "train" ? 3.0 : 1.0;
+      const double achieved = factor * *flops * samples_per_s;
+      out.metrics.push_back({"achieved_flop_per_s", achieved, "flop/s"});
+      if (request.peak_flop_per_s && *request.peak_flop_per_s > 0)
+        out.metrics.push_back({"fraction_of_peak", achieved / *request.peak_flop_per_s, ""});
     }
+#ifdef RUNNER_WITH_CUDA
+    if (device.is_cuda()) {
+      const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+      out.metrics.push_back(
+          {"peak_cuda_allocated_bytes",
+           static_cast<double>(stats.allocated_bytes[static_cast<std::size_t>(
+                                                        c10::CachingAllocator::StatType::AGGREGATE)]
+                                   .peak),
+           "B"});
+    }
+#endif
   } catch (const Error& e) {
     out.status = store::kStatusFailed;
     out.error = e.what();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct RunRequest {
   /// When set and true, the run stops before its next step and ends
   /// "interrupted", keeping what it measured (Ctrl-C).
   const std::atomic<bool>* stop = nullptr;
+  /// Measured peak FLOP/s of the device (fp32), for fraction_of_peak.
+  std::optional<double> peak_flop_per_s;
 };
 
 /// What a run produced. status is one of the store's statuses (never "running").
@@ -56,6 +59,10 @@ void configure_runtime(const Experiment& experiment);
 /// Runs one repetition. Plugin and LibTorch failures do not throw: they come
 /// back as status "failed" (or "diverged" for a non-finite loss) with the error text.
 [[nodiscard]] RunOutcome execute_run(const RunRequest& request);
+
+/// Peak FLOP/s of a device ("cpu" or "cuda") for fp32 matmul, measured now:
+/// the best of five 2n^3 matmuls (n = 1024 on the CPU, 4096 on a GPU).
+[[nodiscard]] double measure_peak_flop_per_s(const std::string& device);
 
 /// Seed of a repetition: every repetition of a trial repeats the same work.
 [[nodiscard]] std::uint64_t run_seed(const Experiment& experiment, std::int64_t repeat_index);

@@ -12,13 +12,14 @@
 
 namespace runner {
 
-/// The phases of a step, in order. Infer steps use data and forward only.
-enum class Phase : std::size_t { data = 0, forward, backward, optimizer, count };
+/// The phases of a step, in order. Infer steps use data, h2d and forward
+/// only; h2d only on a device other than the CPU; comm only in distributed runs.
+enum class Phase : std::size_t { data = 0, h2d, forward, backward, optimizer, comm, count };
 
 /// Durations of one step, ns; a phase not marked stays -1.
 struct StepTimes {
   double wall_ns = -1;
-  std::array<double, static_cast<std::size_t>(Phase::count)> phase_ns{-1, -1, -1, -1};
+  std::array<double, static_cast<std::size_t>(Phase::count)> phase_ns{-1, -1, -1, -1, -1, -1};
 };
 
 class PhaseClock {

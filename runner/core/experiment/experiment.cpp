@@ -323,6 +323,9 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
       case KeyRole::duration:
         host->apply(config.experiment, OptionValue{check_.read_duration(*item.node, dotted)});
         break;
+      case KeyRole::warmup:
+        host->apply(config.experiment, OptionValue{check_.read_warmup(*item.node, dotted)});
+        break;
       case KeyRole::value: {
         const OptionValue value = check_.read(host->spec, *item.node, dotted, {});
         if (host->non_empty && std::get<std::string>(value).empty())
@@ -513,12 +516,14 @@ std::string Experiment::resolved_json() const {
   if (kind == "train")
     root.add("train", JsonObject()
                           .add("steps", std::to_string(train.steps))
-                          .add("warmup", std::to_string(train.warmup))
+                          .add("warmup", train.warmup < 0 ? std::string("\"auto\"")
+                                                          : std::to_string(train.warmup))
                           .str());
   else if (kind == "infer")
     root.add("infer", JsonObject()
                           .add("batches", std::to_string(infer.batches))
-                          .add("warmup", std::to_string(infer.warmup))
+                          .add("warmup", infer.warmup < 0 ? std::string("\"auto\"")
+                                                          : std::to_string(infer.warmup))
                           .add("mode", json_quote(infer.mode))
                           .str());
   return root.str();

@@ -51,13 +51,13 @@ struct DataSettings {
 /// [train]
 struct TrainSettings {
   std::int64_t steps = 100;       ///< measured steps, >= 1
-  std::int64_t warmup = 10;       ///< warm-up steps before measurement, >= 0
+  std::int64_t warmup = 10;       ///< warm-up steps before measurement, >= 0; -1: "auto"
 };
 
 /// [infer]
 struct InferSettings {
   std::int64_t batches = 100;     ///< measured batches, >= 1
-  std::int64_t warmup = 10;       ///< warm-up batches, >= 0
+  std::int64_t warmup = 10;       ///< warm-up batches, >= 0; -1: "auto"
   std::string mode = "inference"; ///< "inference" (torch::InferenceMode) | "no_grad"
 };
 

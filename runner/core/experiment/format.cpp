@@ -33,6 +33,12 @@ HostKey integer_key(std::string name, std::int64_t def, std::int64_t min, std::s
   return key;
 }
 
+HostKey warmup_key(std::string doc, Apply apply) {
+  HostKey key = integer_key("warmup", 10, 0, std::move(doc), apply);
+  key.role = KeyRole::warmup;
+  return key;
+}
+
 HostKey string_key(std::string name, std::string def, std::vector<std::string> choices,
                    std::string doc, Apply apply) {
   HostKey key{spec_of(std::move(name), OptionType::string, OptionValue{std::move(def)},
@@ -125,20 +131,20 @@ const std::vector<SectionSpec>& section_specs() {
                               [](Experiment& e, const OptionValue& v) {
                                 e.train.steps = int_of(v);
                               }),
-                  integer_key("warmup", 10, 0, "warm-up steps before measurement",
-                              [](Experiment& e, const OptionValue& v) {
-                                e.train.warmup = int_of(v);
-                              })}});
+                  warmup_key("warm-up steps before measurement, or \"auto\"",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.train.warmup = int_of(v);
+                             })}});
 
     s.push_back({"infer", std::nullopt, "infer",
                  {integer_key("batches", 100, 1, "measured batches",
                               [](Experiment& e, const OptionValue& v) {
                                 e.infer.batches = int_of(v);
                               }),
-                  integer_key("warmup", 10, 0, "warm-up batches before measurement",
-                              [](Experiment& e, const OptionValue& v) {
-                                e.infer.warmup = int_of(v);
-                              }),
+                  warmup_key("warm-up batches before measurement, or \"auto\"",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.infer.warmup = int_of(v);
+                             }),
                   string_key("mode", "inference", {"inference", "no_grad"},
                              "autograd guard of the loop",
                              [](Experiment& e, const OptionValue& v) { e.infer.mode = str(v); })}});
@@ -493,6 +499,16 @@ double Checker::read_duration(const toml::node& node, const std::string& dotted)
   if (seconds && std::isfinite(*seconds) && *seconds > 0) return *seconds;
   fail(node, "'" + dotted +
                  "' must be a positive duration like \"90s\", \"30m\" or \"2h\", found " + found);
+}
+
+std::int64_t Checker::read_warmup(const toml::node& node, const std::string& dotted) const {
+  if (const auto* text = node.as_string(); text != nullptr && text->get() == "auto") return -1;
+  if (const auto* integer = node.as_integer(); integer != nullptr && integer->get() >= 0)
+    return integer->get();
+  std::string found = describe(node);
+  if (const auto* text = node.as_string()) found = json_quote(text->get());
+  if (const auto* integer = node.as_integer()) found = std::to_string(integer->get());
+  fail(node, "'" + dotted + "' must be a step count >= 0 or \"auto\", found " + found);
 }
 
 // Integers are accepted where a number is expected: `lr = 1` is a number.

@@ -30,6 +30,7 @@ enum class KeyRole {
   value,      // checked against spec
   path_list,  // a string or a list of strings, resolved against the writing file's folder
   duration,   // "90s", "1h30m", or a positive number of seconds
+  warmup,     // a step count >= 0, or "auto" (steady-state detection)
 };
 
 struct HostKey {
@@ -159,6 +160,8 @@ class Checker {
                                  const std::string& dotted, const std::string& hint) const;
   /// A duration in seconds ([experiment] timeout).
   [[nodiscard]] double read_duration(const toml::node& node, const std::string& dotted) const;
+  /// A warm-up: an integer >= 0, or the string "auto" (returned as -1).
+  [[nodiscard]] std::int64_t read_warmup(const toml::node& node, const std::string& dotted) const;
 
  private:
   double read_number(const OptionSpec& spec, const toml::node& node, const std::string& dotted,

@@ -206,7 +206,7 @@ TEST_F(ExperimentTest, ErrorsNameThePathAsGiven) {
 TEST_F(ExperimentTest, FirstProblemInFileOrderIsReported) {
   // toml++ keeps keys sorted ("steps" < "warmup"); the reader must not.
   EXPECT_THROW_MSG(load("[train]\nwarmup = -1\nsteps = 0\n" + kMinimal), Error,
-                   at(2, 10) + "'train.warmup' must be >= 0, found -1");
+                   at(2, 10) + "'train.warmup' must be a step count >= 0 or \"auto\", found -1");
   EXPECT_THROW_MSG(load("[zzzz]\n[aaaa]\n" + kMinimal), Error,
                    at(1, 1) + "unknown section [zzzz]");
 }

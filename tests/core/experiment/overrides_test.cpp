@@ -233,5 +233,15 @@ TEST_F(OverridesTest, TimeoutIsNotPartOfTheTrial) {
       at(9, 1) + "'experiment.timeout' cannot vary between trials");
 }
 
+TEST_F(OverridesTest, WarmupTakesAStepCountOrAuto) {
+  const Experiment automatic = load_with(kMinimal, {"train.warmup=auto"});
+  EXPECT_EQ(automatic.train.warmup, -1);
+  EXPECT_NE(automatic.resolved_json().find("\"warmup\":\"auto\""), std::string::npos);
+  EXPECT_EQ(load_with(kMinimal, {"train.warmup=7"}).train.warmup, 7);
+  EXPECT_EQ(std::string(error_with(kMinimal, {"train.warmup=sometimes"}).what()),
+            "--set train.warmup=sometimes: 'train.warmup' must be a step count >= 0 or "
+            "\"auto\", found \"sometimes\"");
+}
+
 }  // namespace
 }  // namespace runner

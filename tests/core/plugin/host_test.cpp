@@ -65,7 +65,7 @@ TEST(PluginHost, RejectsMismatchedAbiNamingFileExpectedAndFound) {
   const fs::path file = plugin_file("bad_abi");
   EXPECT_THROW_MSG(host.load(file), runner::Error,
                    "plugin library '" + file.string() +
-                       "' does not match this runner: SDK ABI version: expected 1, found 999");
+                       "' does not match this runner: SDK ABI version: expected 2, found 999");
   try {
     host.load(file);
   } catch (const runner::Error& e) {

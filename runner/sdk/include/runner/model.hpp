@@ -42,6 +42,8 @@ class Model {
   }
   /// Forward FLOPs per sample, when the model can say (training ~ 3x this).
   virtual std::optional<double> flops_per_sample() { return std::nullopt; }
+  /// Tokens per sample for language models (gives tokens/s); none by default.
+  virtual std::optional<double> tokens_per_sample() { return std::nullopt; }
 };
 
 }  // namespace runner

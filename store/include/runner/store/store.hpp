@@ -16,7 +16,7 @@ struct sqlite3;
 namespace runner::store {
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -66,6 +66,8 @@ struct Sample {
   double backward_ns = -1;
   double optimizer_ns = -1;
   double loss = std::numeric_limits<double>::quiet_NaN();  ///< NaN: none
+  double h2d_ns = -1;        ///< host-to-device copy of the batch (device runs)
+  double comm_ns = -1;       ///< gradient communication (distributed runs)
 };
 
 /// Distribution statistics of one metric over the measured steps of a run.
@@ -74,6 +76,8 @@ struct Summary {
   std::string unit;     ///< "ns", ...
   std::int64_t n = 0;
   double mean = 0, stddev = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+  double p5 = 0, p95 = 0;
+  double cv = 0;        ///< coefficient of variation: stddev / mean
 };
 
 /// A scalar result of a run (samples_per_s, final_loss, ...).
@@ -236,6 +240,13 @@ class Store {
   [[nodiscard]] std::vector<TrialRun> runs_of_identity(const std::string& identity) const;
   /// Runs whose stored status is "running" (their process may be alive or gone).
   [[nodiscard]] std::vector<RunningRun> running_runs() const;
+  /// The peak FLOP/s measured on this fingerprint for a device and dtype, if any.
+  [[nodiscard]] std::optional<double> peak_flop_per_s(std::int64_t fingerprint_id,
+                                                      const std::string& device,
+                                                      const std::string& dtype) const;
+  /// Records a measured peak FLOP/s (how: `method`, e.g. "matmul 2048^3 fp32").
+  void set_peak_flop_per_s(std::int64_t fingerprint_id, const std::string& device,
+                           const std::string& dtype, double flop_per_s, const std::string& method);
   /// Sets the fingerprint of a run (the run's own process collects it).
   void set_run_fingerprint(std::int64_t run_id, std::int64_t fingerprint_id);
 
