@@ -1276,6 +1276,19 @@ std::vector<TrialRun> Store::runs_of_identity(const std::string& identity) const
   });
 }
 
+std::vector<TrialInfo> Store::trials_of_experiment(const std::string& name) const {
+  return with_context("cannot read the trials of experiment '" + name + "'", [&] {
+    Statement query(db_,
+                    "SELECT trials.id, trials.config_json, coalesce(trials.label, ''), "
+                    "trials.identity FROM trials JOIN experiments ON experiments.id = "
+                    "trials.experiment_id WHERE experiments.name = ?1 ORDER BY trials.id");
+    query.bind_text(1, name);
+    std::vector<TrialInfo> out;
+    while (query.step()) out.push_back({query.int64(0), query.text(1), query.text(2), query.text(3)});
+    return out;
+  });
+}
+
 std::vector<RunningRun> Store::running_runs() const {
   return with_context("cannot list running runs", [&] {
     Statement query(db_,

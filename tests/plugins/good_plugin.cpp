@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <limits>
 #include <stdexcept>
@@ -22,7 +23,8 @@ class TinyLinear final : public runner::Model {
         throw_at_(o.integer("throw_at_step")),
         nan_at_(o.integer("nan_at_step")),
         crash_at_(o.integer("crash_at_step")),
-        hang_at_(o.integer("hang_at_step")) {
+        hang_at_(o.integer("hang_at_step")),
+        delay_(std::chrono::duration<double, std::micro>(o.number("delay_us"))) {
     // Hangs before the run's loop starts, where no stop request is ever looked at.
     if (o.boolean("hang_in_factory"))
       for (;;) ::pause();
@@ -38,6 +40,14 @@ class TinyLinear final : public runner::Model {
       for (;;) ::pause();
     }
     if (calls_++ == throw_at_) throw std::runtime_error("tiny_linear: forward failed on purpose");
+    if (delay_.count() > 0) {
+      // A known, injected cost (busy-waiting: a sleep would add the
+      // scheduler's wake-up latency, which is neither known nor stable).
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(delay_);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
     return linear_->forward(batch.inputs);
   }
 
@@ -59,6 +69,7 @@ class TinyLinear final : public runner::Model {
   std::int64_t nan_at_;
   std::int64_t crash_at_;
   std::int64_t hang_at_;
+  std::chrono::duration<double, std::micro> delay_;
   std::int64_t calls_ = 0;
 };
 
@@ -84,6 +95,8 @@ void register_plugins(runner::Registrar& r) {
   model_options.integer("crash_at_step", -1, "raise SIGSEGV at this call (-1: never)");
   model_options.integer("hang_at_step", -1, "block forever at this call (-1: never)");
   model_options.boolean("hang_in_factory", false, "block forever while being built");
+  model_options.number("delay_us", 0.0, "extra time spent in every forward, microseconds")
+      .range(0.0, 1e7);
   r.add_model("tiny_linear", "one linear layer (test plugin)", std::move(model_options),
               [](const runner::Options& o, const runner::ModelContext& ctx) {
                 return std::make_unique<TinyLinear>(o, ctx);

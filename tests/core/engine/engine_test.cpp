@@ -148,7 +148,8 @@ TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
                               {"nan_at_step", std::int64_t{-1}},
                               {"crash_at_step", std::int64_t{-1}},
                               {"hang_at_step", std::int64_t{-1}},
-                              {"hang_in_factory", false}}),
+                              {"hang_in_factory", false},
+                              {"delay_us", 0.0}}),
              {}};
   e.data_settings.batch_size = 8;
   e.infer.batches = 10;
@@ -166,7 +167,8 @@ runner::Experiment tiny_experiment(std::int64_t throw_at, std::int64_t nan_at) {
                               {"nan_at_step", nan_at},
                               {"crash_at_step", std::int64_t{-1}},
                               {"hang_at_step", std::int64_t{-1}},
-                              {"hang_in_factory", false}}),
+                              {"hang_in_factory", false},
+                              {"delay_us", 0.0}}),
              {}};
   e.data = runner::PluginChoice{"tiny_data", runner::Options({{"size", std::int64_t{64}}}), {}};
   e.data_settings.batch_size = 8;

@@ -134,6 +134,14 @@ struct TrialRun {
   std::string stored_status;   ///< runs.status as written
 };
 
+/// A trial as `runner compare` selects it.
+struct TrialInfo {
+  std::int64_t id = 0;
+  std::string config_json;
+  std::string label;
+  std::string identity;
+};
+
 /// A run whose stored status is "running", with what identifies its process.
 struct RunningRun {
   std::int64_t run_id = 0;
@@ -238,6 +246,8 @@ class Store {
   /// Every run of every trial with this identity, in any experiment (resume
   /// matches a trial by what it runs, not by which file row recorded it).
   [[nodiscard]] std::vector<TrialRun> runs_of_identity(const std::string& identity) const;
+  /// Every trial of every experiment row named `name`, oldest first.
+  [[nodiscard]] std::vector<TrialInfo> trials_of_experiment(const std::string& name) const;
   /// Runs whose stored status is "running" (their process may be alive or gone).
   [[nodiscard]] std::vector<RunningRun> running_runs() const;
   /// The peak FLOP/s measured on this fingerprint for a device and dtype, if any.

@@ -1,0 +1,353 @@
+// runner compare A B: per metric, the ratio of medians over repetitions with a
+// bootstrap confidence interval, a Mann-Whitney U test and a verdict, after
+// the fingerprint diff of the two sides. A regression gate for CI.
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "runner/cli/commands.hpp"
+#include "runner/cli/table.hpp"
+#include "runner/core/common/error.hpp"
+#include "runner/core/common/json.hpp"
+#include "runner/core/common/strings.hpp"
+#include "runner/store/compare.hpp"
+#include "runner/store/store.hpp"
+
+namespace runner::cli {
+namespace {
+
+using store::Direction;
+
+// The runs of one side, with what is compared.
+struct Side {
+  std::string name;                 // as the user wrote it, or "by value"
+  std::vector<store::RunDetail> runs;
+};
+
+std::int64_t parse_id(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used != text.size() || value < 1)
+    throw Error(what + " must be a positive integer, found '" + text + "'");
+  return value;
+}
+
+void add_finished(const store::Store& db, std::int64_t run_id, Side& side) {
+  auto run = db.get_run(run_id);
+  if (!run) throw Error("run " + std::to_string(run_id) + " is not in the database",
+                        "run 'runner runs' to list the recorded runs");
+  if (run->row.status == store::kStatusFinished) side.runs.push_back(std::move(*run));
+}
+
+void add_trial(const store::Store& db, std::int64_t trial_id, Side& side) {
+  for (const auto& r : db.runs_of_trial(trial_id)) add_finished(db, r.run_id, side);
+}
+
+// "12" or "run:12,13" (runs), "trial:3" (a trial's runs), "experiment:NAME"
+// (every trial of an experiment; with --by, split by a key).
+Side select(const store::Store& db, const std::string& selector) {
+  Side side;
+  side.name = selector;
+  const auto colon = selector.find(':');
+  const std::string kind = colon == std::string::npos ? "run" : selector.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? selector : selector.substr(colon + 1);
+  if (kind == "run") {
+    for (const auto& id : split(rest, ',')) add_finished(db, parse_id(id, "a run id"), side);
+  } else if (kind == "trial") {
+    for (const auto& id : split(rest, ',')) add_trial(db, parse_id(id, "a trial id"), side);
+  } else if (kind == "experiment") {
+    const auto trials = db.trials_of_experiment(rest);
+    if (trials.empty())
+      throw Error("no experiment named '" + rest + "' in the database",
+                  "run 'runner runs' to see the recorded experiments");
+    for (const auto& t : trials) add_trial(db, t.id, side);
+  } else {
+    throw Error("cannot read the selector '" + selector +
+                    "': expected RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME",
+                "e.g. runner compare trial:1 trial:2");
+  }
+  return side;
+}
+
+// A configuration value as users write it in --by and --baseline: strings bare.
+std::string render(const JsonValue& v) {
+  switch (v.type) {
+    case JsonValue::Type::boolean: return v.boolean ? "true" : "false";
+    case JsonValue::Type::integer:
+    case JsonValue::Type::number:
+    case JsonValue::Type::string: return v.text;
+    case JsonValue::Type::array: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < v.items.size(); ++i) out += (i ? ", " : "") + render(v.items[i]);
+      return out + "]";
+    }
+    case JsonValue::Type::object: return "{...}";
+    case JsonValue::Type::null: return "null";
+  }
+  return {};
+}
+
+// The value of a dotted key in a trial's resolved configuration: a host key
+// ("train.steps") or a plugin option ("model.hidden", stored under options).
+std::optional<std::string> config_value(const JsonValue& config, const std::string& dotted) {
+  const auto dot = dotted.find('.');
+  const JsonValue* section = config.find(dotted.substr(0, dot));
+  if (dot == std::string::npos) return section ? std::optional(render(*section)) : std::nullopt;
+  if (section == nullptr) return std::nullopt;
+  const std::string key = dotted.substr(dot + 1);
+  if (const JsonValue* v = section->find(key)) return render(*v);
+  if (const JsonValue* options = section->find("options"))
+    if (const JsonValue* v = options->find(key)) return render(*v);
+  return std::nullopt;
+}
+
+// Splits one experiment's runs into two sides by the value of a key.
+std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
+                               const std::string& key, const std::string& baseline) {
+  if (selector.rfind("experiment:", 0) != 0)
+    throw Error("--by needs one experiment:NAME selector, found '" + selector + "'",
+                "e.g. runner compare experiment:amp --by train.precision");
+  const std::string name = selector.substr(11);
+  const auto trials = db.trials_of_experiment(name);
+  if (trials.empty())
+    throw Error("no experiment named '" + name + "' in the database",
+                "run 'runner runs' to see the recorded experiments");
+  std::map<std::string, std::vector<std::int64_t>> groups;
+  std::vector<std::string> order;
+  for (const auto& t : trials) {
+    const auto value = config_value(parse_json(t.config_json), key);
+    if (!value)
+      throw Error("--by " + key + ": trial " + std::to_string(t.id) + " of '" + name +
+                      "' has no such key",
+                  "use a dotted key of the experiment file, e.g. train.steps or model.hidden");
+    if (!groups.count(*value)) order.push_back(*value);
+    groups[*value].push_back(t.id);
+  }
+  if (groups.size() < 2)
+    throw Error("--by " + key + ": every trial of '" + name + "' has " + key + " = " + order[0] +
+                ", so there is nothing to compare");
+  std::string a_value = baseline.empty() ? order[0] : baseline;
+  if (!groups.count(a_value))
+    throw Error("--baseline " + baseline + ": no trial of '" + name + "' has " + key + " = " +
+                    baseline,
+                "values found: " + join(order, ", "));
+  std::vector<std::string> others;
+  for (const auto& v : order)
+    if (v != a_value) others.push_back(v);
+  if (others.size() > 1)
+    throw Error("--by " + key + " splits '" + name + "' into " + std::to_string(order.size()) +
+                    " groups (" + join(order, ", ") + "); compare exactly two",
+                "restrict the sweep, or compare trials directly: runner compare trial:N trial:M");
+  Side a, b;
+  a.name = key + "=" + a_value;
+  b.name = key + "=" + others[0];
+  for (auto id : groups[a_value]) add_trial(db, id, a);
+  for (auto id : groups[others[0]]) add_trial(db, id, b);
+  return {std::move(a), std::move(b)};
+}
+
+// Per-run values of a metric: the run's p50 of a per-step series, or a scalar metric.
+std::vector<double> values_of(const Side& side, const std::string& metric) {
+  std::vector<double> out;
+  for (const auto& run : side.runs) {
+    for (const auto& s : run.summaries)
+      if (s.metric == metric && s.n > 0 && s.p50 > 0) out.push_back(s.p50);
+    for (const auto& m : run.metrics)
+      if (m.name == metric && m.value > 0 && std::isfinite(m.value)) out.push_back(m.value);
+  }
+  return out;
+}
+
+struct Row {
+  std::string metric;
+  std::string unit;
+  Direction direction;
+  store::Comparison result;
+};
+
+std::string fmt(double v, const std::string& unit) {
+  return unit == "ns" ? format_ns(v) : format_number(v);
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(digits);
+  out << v;
+  return out.str();
+}
+
+int handle_compare(const Args& args, const Global& global) {
+  const store::Store db = store::Store::open_read_only(global.db);
+  const std::string by = args.get("--by");
+  Side a, b;
+  if (!by.empty()) {
+    if (args.positionals.size() != 1)
+      throw Error("with --by, give one experiment:NAME selector, found " +
+                  std::to_string(args.positionals.size()));
+    std::tie(a, b) = split_by(db, args.positionals[0], by, args.get("--baseline"));
+  } else {
+    if (args.positionals.size() != 2)
+      throw Error("runner compare: expected two selectors A and B, found " +
+                      std::to_string(args.positionals.size()),
+                  "usage: runner compare A B [options], or runner compare experiment:NAME --by KEY");
+    a = select(db, args.positionals[0]);
+    b = select(db, args.positionals[1]);
+  }
+  for (const Side* side : {&a, &b})
+    if (side->runs.empty())
+      throw Error("side " + side->name + " has no finished runs", "runner runs lists what is recorded");
+  const std::string format = args.get("--format", "table");
+  if (format != "table" && format != "json" && format != "csv")
+    throw Error("--format must be table, json or csv, found '" + format + "'");
+  double fail_above = -1;
+  if (args.has("--fail-above")) {
+    try {
+      std::size_t used = 0;
+      fail_above = std::stod(args.get("--fail-above"), &used);
+      if (used != args.get("--fail-above").size() || !(fail_above >= 0)) throw std::invalid_argument("");
+    } catch (const std::logic_error&) {
+      throw Error("--fail-above must be a percentage >= 0, found '" + args.get("--fail-above") + "'");
+    }
+  }
+
+  // The fingerprint diff first: a difference in the environment explains more
+  // than any statistic.
+  const auto fingerprint_of = [](const Side& s) {
+    std::set<std::string> hashes;
+    for (const auto& r : s.runs) hashes.insert(r.fingerprint_hash);
+    return std::make_pair(hashes.size(), parse_json_object(s.runs.front().fingerprint_json));
+  };
+  const auto [count_a, fp_a] = fingerprint_of(a);
+  const auto [count_b, fp_b] = fingerprint_of(b);
+  const store::FingerprintDiff diff = store::diff_fingerprints(fp_a, fp_b);
+
+  const bool train = a.runs.front().row.kind == "train";
+  const std::string headline = train ? "step_time" : "latency";
+  std::vector<std::pair<std::string, Direction>> metrics = {{headline, Direction::lower_is_better}};
+  for (const char* phase : {"data", "h2d", "forward", "backward", "optimizer", "comm"})
+    metrics.push_back({phase, Direction::lower_is_better});
+  metrics.push_back({"samples_per_s", Direction::higher_is_better});
+  metrics.push_back({"tokens_per_s", Direction::higher_is_better});
+  std::vector<Row> rows;
+  for (const auto& [metric, direction] : metrics) {
+    const auto va = values_of(a, metric), vb = values_of(b, metric);
+    if (va.empty() || vb.empty()) continue;
+    rows.push_back({metric, direction == Direction::lower_is_better ? "ns" : "1/s", direction,
+                    store::compare_samples(va, vb, direction)});
+  }
+  bool gate_failed = false;
+  if (fail_above >= 0 && !rows.empty()) gate_failed = store::regression_beyond(rows.front().result, fail_above);
+  const bool reliable = rows.empty() || rows.front().result.reliable;
+
+  if (format == "json") {
+    std::cout << "{\"a\":{\"selector\":" << json_quote(a.name) << ",\"runs\":" << a.runs.size()
+              << "},\"b\":{\"selector\":" << json_quote(b.name) << ",\"runs\":" << b.runs.size()
+              << "},\"fingerprint_differences\":[";
+    bool first = true;
+    for (const auto* group : {&diff.matters, &diff.benign})
+      for (const auto& d : *group) {
+        std::cout << (first ? "" : ",") << "{\"key\":" << json_quote(d.key)
+                  << ",\"matters\":" << (group == &diff.matters ? "true" : "false")
+                  << ",\"a\":" << (d.a ? json_quote(*d.a) : "null")
+                  << ",\"b\":" << (d.b ? json_quote(*d.b) : "null") << "}";
+        first = false;
+      }
+    std::cout << "],\"metrics\":[";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i].result;
+      std::cout << (i ? "," : "") << "{\"metric\":" << json_quote(rows[i].metric)
+                << ",\"n_a\":" << r.n_a << ",\"n_b\":" << r.n_b << ",\"median_a\":" << r.median_a
+                << ",\"median_b\":" << r.median_b << ",\"ratio\":" << r.ratio.ratio
+                << ",\"ci_lower\":" << r.ratio.lower << ",\"ci_upper\":" << r.ratio.upper
+                << ",\"p_value\":" << r.test.p_value << ",\"verdict\":"
+                << json_quote(std::string(store::verdict_name(r.verdict)))
+                << ",\"reliable\":" << (r.reliable ? "true" : "false") << "}";
+    }
+    std::cout << "],\"regression\":" << (gate_failed ? "true" : "false") << "}\n";
+  } else if (format == "csv") {
+    std::cout << "metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,verdict,reliable\n";
+    for (const auto& row : rows) {
+      const auto& r = row.result;
+      std::cout << row.metric << "," << r.n_a << "," << r.n_b << "," << r.median_a << ","
+                << r.median_b << "," << r.ratio.ratio << "," << r.ratio.lower << ","
+                << r.ratio.upper << "," << r.test.p_value << ","
+                << store::verdict_name(r.verdict) << "," << (r.reliable ? "true" : "false") << "\n";
+    }
+  } else {
+    std::cout << "A: " << a.name << " (" << a.runs.size() << " finished run(s))\n"
+              << "B: " << b.name << " (" << b.runs.size() << " finished run(s))\n\n";
+    if (count_a > 1 || count_b > 1)
+      std::cout << "note: a side spans several fingerprints; the first run's is diffed\n";
+    if (diff.matters.empty()) {
+      std::cout << "environment: no differences that matter for performance\n";
+    } else {
+      std::cout << "environment differences that matter for performance:\n";
+      for (const auto& d : diff.matters)
+        std::cout << "  " << d.key << ": " << d.a.value_or("(absent)") << "  ->  "
+                  << d.b.value_or("(absent)") << "\n";
+    }
+    if (args.has("--all-differences"))
+      for (const auto& d : diff.benign)
+        std::cout << "  (benign) " << d.key << ": " << d.a.value_or("(absent)") << "  ->  "
+                  << d.b.value_or("(absent)") << "\n";
+    else if (!diff.benign.empty())
+      std::cout << "(" << diff.benign.size()
+                << " benign difference(s) such as hostname or commit; --all-differences shows them)\n";
+    std::cout << "\n";
+    Table table({"metric", "A median", "B median", "B/A", "95% CI", "p", "verdict"});
+    for (const auto& row : rows) {
+      const auto& r = row.result;
+      table.add({row.metric, fmt(r.median_a, row.unit), fmt(r.median_b, row.unit),
+                 fixed(r.ratio.ratio, 3),
+                 "[" + fixed(r.ratio.lower, 3) + ", " + fixed(r.ratio.upper, 3) + "]",
+                 fixed(r.test.p_value, 4), std::string(store::verdict_name(r.verdict))});
+    }
+    table.print(std::cout);
+    std::cout << "\nper-run medians over repetitions; Mann-Whitney U (two-sided), bootstrap CI of "
+                 "the ratio of medians; significant when p < 0.05 and the CI excludes 1\n";
+    if (!reliable) std::cout << "warning: " << store::kUnreliableMessage << "\n";
+    if (fail_above >= 0)
+      std::cout << (gate_failed ? "REGRESSION: " : "gate passed: ") << headline << " of B is "
+                << (gate_failed ? "" : "not ") << "slower than A by more than " << fail_above
+                << "% with significance\n";
+  }
+  return gate_failed ? kExitRunFailed : kExitOk;
+}
+
+}  // namespace
+
+Command compare_command() {
+  CommandDef def;
+  def.name = "compare";
+  def.summary = "compare two sets of runs: ratio, confidence interval, significance, verdict";
+  def.usage = "runner compare A B [options]";
+  def.positionals = {"A"};
+  def.variadic = true;
+  def.options = {
+      {"--by", "KEY", "split one experiment:NAME into two sides by a swept key", false},
+      {"--baseline", "VALUE", "with --by: the value that is side A (default: the first)", false},
+      {"--fail-above", "PCT", "exit 1 if B is slower than A by more than PCT % (significant)",
+       false},
+      {"--format", "FORMAT", "table (default), json or csv", false},
+      {"--all-differences", "", "also list benign fingerprint differences", false},
+  };
+  def.details =
+      "A and B are RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME; only finished\n"
+      "runs count, and each run contributes one value per metric (its median step time, its\n"
+      "throughput). Fewer than 5 runs per side is flagged as unreliable. --fail-above checks\n"
+      "the headline metric (step_time, or latency for inference): the whole confidence\n"
+      "interval must lie beyond the threshold, so it fires reliably only on regressions\n"
+      "clearly larger than PCT (see docs/method.md).";
+  return {def, &handle_compare};
+}
+
+}  // namespace runner::cli

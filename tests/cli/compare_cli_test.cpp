@@ -1,0 +1,159 @@
+// runner compare end to end: an injected 5 % slowdown (a test plugin option)
+// is detected with the right sign at the recommended 5 repetitions; gates,
+// formats and errors. (The A/A false-alarm rate is a statistical property,
+// tested over 1000 seeded comparisons in tests/store/compare_test.cpp, not
+// by one run here, which would fail 5 % of the time by design.)
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRunner = fs::path(RUNNER_BINARY_DIR) / "bin" / "runner";
+const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+class CompareCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() /
+                        ("runner-compare-" + std::to_string(std::random_device{}())));
+    fs::create_directories(*dir_);
+    // Two delays 5 % apart dominate the tiny model's own step time (and the
+    // scheduler noise of a busy 2-core machine). Five repetitions each,
+    // interleaved, as docs/method.md recommends. The test runs serially.
+    std::ofstream(*dir_ / "slowdown.toml") << R"([experiment]
+name = "slowdown"
+repeats = 5
+[device]
+threads = 1
+[model]
+plugin = "tiny_linear"
+[data]
+plugin = "tiny_data"
+batch_size = 8
+[optimizer]
+plugin = "sgd"
+[train]
+steps = 30
+warmup = 3
+[sweep]
+"model.delay_us" = [20000.0, 21000.0]
+)";
+    const Result r = run("run " + (*dir_ / "slowdown.toml").string());
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static Result run(const std::string& args) {
+    const std::string cmd = "env -u RUNNER_DB -u RUNNER_PLUGIN_PATH " + kRunner.string() + " " +
+                            args + " --db " + (*dir_ / "runs.db").string() + " --plugin-path " +
+                            kGood.string() + " >" + (*dir_ / "out").string() + " 2>" +
+                            (*dir_ / "err").string();
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(*dir_ / "out");
+    r.err = slurp(*dir_ / "err");
+    return r;
+  }
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static std::string line_of(const std::string& text, const std::string& start) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(start, 0) == 0) return line;
+    return {};
+  }
+
+  static fs::path* dir_;
+};
+
+fs::path* CompareCliTest::dir_ = nullptr;
+
+TEST_F(CompareCliTest, AFivePercentSlowdownIsDetectedWithTheRightSign) {
+  const Result r = run("compare experiment:slowdown --by model.delay_us");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("A: model.delay_us=20000.0 (5 finished run(s))"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("B: model.delay_us=21000.0 (5 finished run(s))"), std::string::npos);
+  EXPECT_NE(r.out.find("environment: no differences that matter for performance"),
+            std::string::npos)
+      << r.out;
+  const std::string step = line_of(r.out, "step_time");
+  EXPECT_NE(step.find("slower"), std::string::npos) << r.out;
+  const std::string forward = line_of(r.out, "forward ");
+  EXPECT_NE(forward.find("slower"), std::string::npos) << r.out;
+  const std::string throughput = line_of(r.out, "samples_per_s");
+  EXPECT_NE(throughput.find("slower"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("unreliable"), std::string::npos);
+}
+
+TEST_F(CompareCliTest, RegressionGateAndFormats) {
+  // B is 5 % slower: a 1 % gate fires, a 50 % gate does not.
+  Result r = run("compare experiment:slowdown --by model.delay_us --fail-above 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("REGRESSION: step_time of B is slower than A by more than 1%"),
+            std::string::npos)
+      << r.out;
+  r = run("compare experiment:slowdown --by model.delay_us --fail-above 50");
+  EXPECT_EQ(r.code, 0);
+  r = run("compare experiment:slowdown --by model.delay_us --format csv");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,"
+                        "verdict,reliable\nstep_time,5,5,",
+                        0),
+            0u)
+      << r.out;
+  r = run("compare experiment:slowdown --by model.delay_us --format json");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("\"metric\":\"step_time\",\"n_a\":5,\"n_b\":5"), std::string::npos);
+  EXPECT_NE(r.out.find("\"verdict\":\"slower\""), std::string::npos);
+}
+
+TEST_F(CompareCliTest, OneRunPerSideIsFlaggedUnreliable) {
+  const Result r = run("compare 1 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("warning: fewer than 5 repetitions per side: the result is unreliable"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(CompareCliTest, BadSelectorsAreInputErrors) {
+  Result r = run("compare experiment:nope --by model.delay_us");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: no experiment named 'nope' in the database\n"
+                   "hint: run 'runner runs' to see the recorded experiments\n");
+  r = run("compare experiment:slowdown --by train.stepz");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "error: --by train.stepz: trial 1 of 'slowdown' has no such key");
+  r = run("compare bogus:1 trial:2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "error: cannot read the selector 'bogus:1': expected RUN_ID, run:ID[,ID...], "
+            "trial:ID[,ID...] or experiment:NAME");
+  r = run("compare trial:1");
+  EXPECT_EQ(r.code, 2);
+  r = run("compare trial:1 trial:2 --format xml");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: --format must be table, json or csv, found 'xml'\n");
+}
+
+}  // namespace
