@@ -30,11 +30,11 @@ class CompareCliTest : public ::testing::Test {
                         ("runner-compare-" + std::to_string(std::random_device{}())));
     fs::create_directories(*dir_);
     // Two delays 5 % apart dominate the tiny model's own step time (and the
-    // scheduler noise of a busy 2-core machine). Five repetitions each,
+    // scheduler noise of a busy 2-core machine). Ten repetitions each,
     // interleaved, as docs/method.md recommends. The test runs serially.
     std::ofstream(*dir_ / "slowdown.toml") << R"([experiment]
 name = "slowdown"
-repeats = 5
+repeats = 10
 [device]
 threads = 1
 [model]
@@ -91,8 +91,8 @@ fs::path* CompareCliTest::dir_ = nullptr;
 TEST_F(CompareCliTest, AFivePercentSlowdownIsDetectedWithTheRightSign) {
   const Result r = run("compare experiment:slowdown --by model.delay_us");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("A: model.delay_us=20000.0 (5 finished run(s))"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("B: model.delay_us=21000.0 (5 finished run(s))"), std::string::npos);
+  EXPECT_NE(r.out.find("A: model.delay_us=20000.0 (10 finished run(s))"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("B: model.delay_us=21000.0 (10 finished run(s))"), std::string::npos);
   EXPECT_NE(r.out.find("environment: no differences that matter for performance"),
             std::string::npos)
       << r.out;
@@ -117,13 +117,13 @@ TEST_F(CompareCliTest, RegressionGateAndFormats) {
   r = run("compare experiment:slowdown --by model.delay_us --format csv");
   ASSERT_EQ(r.code, 0);
   EXPECT_EQ(r.out.rfind("metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,"
-                        "verdict,reliable\nstep_time,5,5,",
+                        "verdict,reliable\nstep_time,10,10,",
                         0),
             0u)
       << r.out;
   r = run("compare experiment:slowdown --by model.delay_us --format json");
   ASSERT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("\"metric\":\"step_time\",\"n_a\":5,\"n_b\":5"), std::string::npos);
+  EXPECT_NE(r.out.find("\"metric\":\"step_time\",\"n_a\":10,\"n_b\":10"), std::string::npos);
   EXPECT_NE(r.out.find("\"verdict\":\"slower\""), std::string::npos);
 }
 
