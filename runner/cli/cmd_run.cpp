@@ -23,6 +23,7 @@
 #include "runner/core/experiment/experiment.hpp"
 #include "runner/core/fingerprint/fingerprint.hpp"
 #include "runner/core/plugin/host.hpp"
+#include "runner/store/stats.hpp"
 #include "runner/store/store.hpp"
 
 namespace fs = std::filesystem;
@@ -406,6 +407,9 @@ int run_experiment(const fs::path& file, const Global& global, const RunFlags& f
     }
     const store::Summary* wall =
         detail ? find_summary(detail->summaries, train ? "step_time" : "latency") : nullptr;
+    if (wall != nullptr)
+      if (const std::string noisy = store::noise_warning(*wall); !noisy.empty())
+        spdlog::warn("run {}: {}", run_id, noisy);
     const std::vector<store::Metric> metrics = detail ? detail->metrics : std::vector<store::Metric>{};
     const std::string trial_column = trial.label.empty() ? std::to_string(trial.index + 1) : trial.label;
     if (train) {

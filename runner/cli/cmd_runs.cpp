@@ -6,6 +6,7 @@
 #include "runner/cli/table.hpp"
 #include "runner/core/common/error.hpp"
 #include "runner/core/common/json.hpp"
+#include "runner/store/stats.hpp"
 #include "runner/store/store.hpp"
 
 namespace runner::cli {
@@ -71,13 +72,17 @@ int handle_show(const Args& args, const Global& global) {
 
   if (!run->summaries.empty()) {
     std::cout << "\n";
-    Table t({"metric", "n", "mean", "stddev", "min", "p50", "p90", "p99", "max"});
+    Table t({"metric", "n", "mean", "cv", "min", "p5", "p50", "p95", "p99", "max"});
     for (const auto& s : run->summaries) {
       auto f = [&](double v) { return s.unit == "ns" ? format_ns(v) : format_number(v); };
-      t.add({s.metric, std::to_string(s.n), f(s.mean), f(s.stddev), f(s.min), f(s.p50),
-             f(s.p90), f(s.p99), f(s.max)});
+      t.add({s.metric, std::to_string(s.n), f(s.mean), format_number(s.cv * 100) + "%", f(s.min),
+             f(s.p5), f(s.p50), f(s.p95), f(s.p99), f(s.max)});
     }
     t.print(std::cout);
+    for (const auto& s : run->summaries)
+      if (const std::string noisy = store::noise_warning(s); !noisy.empty() &&
+          (s.metric == "step_time" || s.metric == "latency"))
+        std::cout << "warning: " << noisy << "\n";
   }
   if (!run->metrics.empty()) {
     std::cout << "\n";

@@ -15,6 +15,14 @@ double percentile_sorted(const std::vector<double>& sorted, double q) {
   return sorted[lower] + (sorted[upper] - sorted[lower]) * fraction;
 }
 
+std::string noise_warning(const Summary& summary) {
+  if (summary.n < 2 || !(summary.cv > kNoisyCoefficientOfVariation)) return {};
+  const auto percent = [](double x) { return std::to_string(static_cast<int>(x * 100 + 0.5)) + "%"; };
+  return summary.metric + " varies a lot (coefficient of variation " + percent(summary.cv) +
+         ", above " + percent(kNoisyCoefficientOfVariation) +
+         "): the machine was busy or the run is too short; treat its numbers with care";
+}
+
 Summary summarize(const std::string& metric, const std::string& unit, std::vector<double> values) {
   Summary s;
   s.metric = metric;

@@ -28,6 +28,22 @@ TEST(Stats, SummaryOfKnownValues) {
   EXPECT_DOUBLE_EQ(s.max, 5);
 }
 
+TEST(Stats, SummaryHasTailPercentilesAndCoefficientOfVariation) {
+  const auto s = runner::store::summarize("step_time", "ns", {4, 1, 3, 2, 5});
+  EXPECT_DOUBLE_EQ(s.p5, 1.2);
+  EXPECT_DOUBLE_EQ(s.p95, 4.8);
+  EXPECT_DOUBLE_EQ(s.cv, std::sqrt(2.5) / 3);
+}
+
+TEST(Stats, NoiseWarningAboveTenPercent) {
+  auto s = runner::store::summarize("step_time", "ns", {100, 101, 99, 100});
+  EXPECT_EQ(runner::store::noise_warning(s), "");
+  s = runner::store::summarize("step_time", "ns", {100, 150, 60, 100});
+  EXPECT_EQ(runner::store::noise_warning(s),
+            "step_time varies a lot (coefficient of variation 36%, above 10%): the machine was "
+            "busy or the run is too short; treat its numbers with care");
+}
+
 TEST(Stats, EmptyInputGivesZeroCount) {
   const auto s = runner::store::summarize("latency", "ns", {});
   EXPECT_EQ(s.n, 0);
