@@ -314,6 +314,14 @@ int handle_compare(const Args& args, const Global& global) {
     table.print(std::cout);
     std::cout << "\nper-run medians over repetitions; Mann-Whitney U (two-sided), bootstrap CI of "
                  "the ratio of medians; significant when p < 0.05 and the CI excludes 1\n";
+    if (!rows.empty()) {
+      const auto& r = rows.front().result;
+      const auto pct = [](const std::optional<double>& cv) {
+        return cv ? fixed(*cv * 100, 1) + "%" : std::string("-");
+      };
+      std::cout << "run-to-run variation of " << rows.front().metric << ": A " << pct(r.cv_a)
+                << ", B " << pct(r.cv_b) << " (coefficient of variation of per-run medians)\n";
+    }
     if (!reliable) std::cout << "warning: " << store::kUnreliableMessage << "\n";
     if (fail_above >= 0)
       std::cout << (gate_failed ? "REGRESSION: " : "gate passed: ") << headline << " of B is "
