@@ -48,6 +48,11 @@ struct Args {
 /// The --help text of a command.
 [[nodiscard]] std::string help_text(const CommandDef& command);
 
+/// `text` as an integer >= `min`; otherwise runner::Error (input):
+/// "WHAT must be a positive integer, found 'x'" (min 1) or "... a non-negative integer ..." (min 0).
+[[nodiscard]] std::int64_t parse_integer(const std::string& text, const std::string& what,
+                                         std::int64_t min);
+
 /// Settings shared by all subcommands, from options and the environment.
 struct Global {
   std::filesystem::path db;                        ///< --db, RUNNER_DB, or ./runner.db

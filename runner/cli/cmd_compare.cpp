@@ -27,19 +27,6 @@ struct Side {
   std::vector<store::RunDetail> runs;
 };
 
-std::int64_t parse_id(const std::string& text, const std::string& what) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used != text.size() || value < 1)
-    throw Error(what + " must be a positive integer, found '" + text + "'");
-  return value;
-}
-
 void add_finished(const store::Store& db, std::int64_t run_id, Side& side) {
   auto run = db.get_run(run_id);
   if (!run) throw Error("run " + std::to_string(run_id) + " is not in the database",
@@ -60,9 +47,9 @@ Side select(const store::Store& db, const std::string& selector) {
   const std::string kind = colon == std::string::npos ? "run" : selector.substr(0, colon);
   const std::string rest = colon == std::string::npos ? selector : selector.substr(colon + 1);
   if (kind == "run") {
-    for (const auto& id : split(rest, ',')) add_finished(db, parse_id(id, "a run id"), side);
+    for (const auto& id : split(rest, ',')) add_finished(db, parse_integer(id, "a run id", 1), side);
   } else if (kind == "trial") {
-    for (const auto& id : split(rest, ',')) add_trial(db, parse_id(id, "a trial id"), side);
+    for (const auto& id : split(rest, ',')) add_trial(db, parse_integer(id, "a trial id", 1), side);
   } else if (kind == "experiment") {
     const auto trials = db.trials_of_experiment(rest);
     if (trials.empty())

@@ -58,19 +58,6 @@ struct RunFlags {
   Shard shard;
 };
 
-std::int64_t parse_count(const std::string& option, const std::string& text) {
-  std::size_t used = 0;
-  long long value = -1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used != text.size() || value < 0)
-    throw Error(option + " must be a non-negative integer, found '" + text + "'");
-  return value;
-}
-
 RunFlags run_flags(const Args& args) {
   RunFlags f;
   if (auto it = args.values.find("--set"); it != args.values.end()) f.set = it->second;
@@ -86,10 +73,10 @@ RunFlags run_flags(const Args& args) {
   if (args.has("--force")) f.policy = ResumePolicy::force;
   if (args.has("--rerun-failed")) f.policy = ResumePolicy::rerun_failed;
   if (args.has("--max-failures"))
-    f.max_failures = parse_count("--max-failures", args.get("--max-failures"));
+    f.max_failures = parse_integer(args.get("--max-failures"), "--max-failures", 0);
   if (args.has("--max-consecutive-failures"))
     f.max_consecutive_failures =
-        parse_count("--max-consecutive-failures", args.get("--max-consecutive-failures"));
+        parse_integer(args.get("--max-consecutive-failures"), "--max-consecutive-failures", 0);
   if (args.has("--shard")) f.shard = parse_shard(args.get("--shard"));
   return f;
 }
@@ -502,15 +489,7 @@ std::string config_to_toml(const JsonValue& config, const std::string& name,
 }
 
 int handle_rerun(const Args& args, const Global& global) {
-  std::size_t used = 0;
-  long long id = 0;
-  try {
-    id = std::stoll(args.positionals[0], &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used != args.positionals[0].size() || id < 1)
-    throw Error("RUN_ID must be a positive integer, found '" + args.positionals[0] + "'");
+  const std::int64_t id = parse_integer(args.positionals[0], "RUN_ID", 1);
   std::optional<store::RunDetail> run;
   {
     const store::Store db = store::Store::open_read_only(global.db);

@@ -12,21 +12,8 @@
 namespace runner::cli {
 namespace {
 
-std::int64_t parse_positive(const std::string& text, const std::string& what) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value < 1)
-    throw Error(what + " must be a positive integer, found '" + text + "'");
-  return value;
-}
-
 int handle_runs(const Args& args, const Global& global) {
-  const std::int64_t limit = parse_positive(args.get("--limit", "50"), "--limit");
+  const std::int64_t limit = parse_integer(args.get("--limit", "50"), "--limit", 1);
   const store::Store db = store::Store::open_read_only(global.db);
   Table table({"run", "experiment", "trial", "repeat", "kind", "status", "started", "p50"});
   for (const auto& r : db.list_runs(limit))
@@ -52,7 +39,7 @@ bool headline_field(const std::string& key) {
 }
 
 int handle_show(const Args& args, const Global& global) {
-  const std::int64_t id = parse_positive(args.positionals[0], "RUN_ID");
+  const std::int64_t id = parse_integer(args.positionals[0], "RUN_ID", 1);
   const store::Store db = store::Store::open_read_only(global.db);
   const auto run = db.get_run(id);
   if (!run)
