@@ -152,7 +152,8 @@ std::string format_duration(double seconds) {
 // sees it, runs, and records everything in its own database connection.
 RunOutcome run_and_record(store::Store& db, std::int64_t run_id, const Trial& trial,
                           const PluginHost& host, const Global& global,
-                          const std::atomic<bool>* stop, const std::string& progress_prefix) {
+                          const std::atomic<bool>* stop, const std::string& progress_prefix,
+                          std::chrono::steady_clock::time_point origin) {
   const Experiment& exp = trial.experiment;
   configure_runtime(exp);
   const Fingerprint fingerprint = collect_fingerprint(exp.seed);
@@ -172,7 +173,7 @@ RunOutcome run_and_record(store::Store& db, std::int64_t run_id, const Trial& tr
   request.peak_flop_per_s = peak;
   request.experiment = &exp;
   request.host = &host;
-  request.process_start = global.start;
+  request.process_start = origin;
   request.stop = stop;
   const bool terminal = ::isatty(STDERR_FILENO) == 1;
   request.on_progress = [&, terminal](const Progress& p) {
@@ -360,6 +361,10 @@ int run_experiment(const fs::path& file, const Global& global, const RunFlags& f
                                (std::isnan(eta) ? "" : " eta " + format_duration(eta)) +
                                (failures ? " failures " + std::to_string(failures) : "");
     const auto t0 = std::chrono::steady_clock::now();
+    // time_to_first_step_s: the first run of an invocation counts from
+    // `runner run` itself (start-up, plugin loading, validation included);
+    // later runs from their own start.
+    const auto origin = done == 0 ? global.start : t0;
     if (flags.isolate) {
       ChildOptions options;
       options.timeout = std::chrono::duration<double>(exp.timeout_s);
@@ -370,14 +375,14 @@ int run_experiment(const fs::path& file, const Global& global, const RunFlags& f
           [&]() -> int {
             store::Store child_db = store::Store::open(global.db);
             const RunOutcome outcome = run_and_record(child_db, run_id, trial, *p.host, global,
-                                                      &child_stop_flag(), prefix);
+                                                      &child_stop_flag(), prefix, origin);
             return outcome.status == store::kStatusFinished ? 0 : 3;
           },
           options);
       connection.emplace(store::Store::open(global.db));
       record_child_exit(*connection, run_id, exit, exp.timeout_s);
     } else {
-      (void)run_and_record(*connection, run_id, trial, *p.host, global, &Interrupts::flag(), prefix);
+      (void)run_and_record(*connection, run_id, trial, *p.host, global, &Interrupts::flag(), prefix, origin);
     }
     spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++done;
