@@ -31,6 +31,9 @@ rounds=7
 steps=2000
 warmup=50
 threads=1
+hidden=64,64
+batch=32
+features=32
 keep=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,6 +41,9 @@ while [[ $# -gt 0 ]]; do
     --steps) steps="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --hidden) hidden="$2"; shift 2 ;;
+    --batch) batch="$2"; shift 2 ;;
+    --features) features="$2"; shift 2 ;;
     --runner) runner="$2"; shift 2 ;;
     --bare) bare="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -65,15 +71,15 @@ threads = ${threads}
 
 [model]
 plugin = "mlp"
-hidden = [256, 256]
+hidden = [${hidden}]
 activation = "relu"
 
 [data]
 plugin = "synthetic"
-shape = [64]
+shape = [${features}]
 classes = 10
 size = 4096
-batch_size = 64
+batch_size = ${batch}
 
 [optimizer]
 plugin = "sgd"
@@ -85,14 +91,14 @@ steps = ${steps}
 warmup = ${warmup}
 TOML
 
-batch=64
 total=$((steps + warmup))
 db="$tmp/runner.db"
 
 # Prints "mean_ns p50_ns p10_ns min_ns loop_ns" for one side.
 run_bare() {
   local out
-  out="$("$bare" --steps "$steps" --warmup "$warmup" --threads "$threads")"
+  out="$("$bare" --steps "$steps" --warmup "$warmup" --threads "$threads" --hidden "$hidden" \
+         --batch "$batch" --features "$features")"
   awk -F= '/^mean_step_ns=/{m=$2} /^median_step_ns=/{p=$2} /^p10_step_ns=/{q=$2}
            /^min_step_ns=/{n=$2} /^loop_ns_per_step=/{l=$2} END{print m, p, q, n, l}' <<<"$out"
 }
@@ -111,7 +117,7 @@ run_runner() {  # $1: none or process
             (SELECT value FROM metrics WHERE run_id = $id AND name = 'setup_s')) * 1e9 / $total"
 }
 
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg)   threads=$threads steps=$steps warmup=$warmup rounds=$rounds"
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)   hidden=$hidden batch=$batch features=$features threads=$threads steps=$steps warmup=$warmup rounds=$rounds"
 printf '%-5s %-17s %8s   %-34s   %-34s\n' round order "bare p50" \
   "none/bare: mean p50 p10 min loop" "proc/bare: mean p50 p10 min loop"
 sides=(bare none process)

@@ -42,6 +42,7 @@ CONFIGS = {
     # name: hidden, features, batch, measured steps, warm-up steps
     "quickstart": dict(hidden=[256, 256], features=64, batch=64, steps=2000, warmup=50),
     "compute": dict(hidden=[2048, 2048], features=1024, batch=256, steps=30, warmup=5),
+    "small": dict(hidden=[64, 64], features=32, batch=32, steps=3000, warmup=50),
     # Not run by default: per-op dispatch only, almost no arithmetic.
     "tiny": dict(hidden=[32, 32], features=16, batch=8, steps=3000, warmup=50),
 }
