@@ -68,3 +68,26 @@ if(RUNNER_HAS_CUDA)
   list(REMOVE_DUPLICATES RUNNER_CUDA_INCLUDE_DIRS)
   target_include_directories(runner_torch SYSTEM INTERFACE ${RUNNER_CUDA_INCLUDE_DIRS})
 endif()
+
+# Gloo's headers: <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp> includes
+# them, and the torch wheel does not ship them (docs/libtorch-probes.md).
+# Debian's libgloo-dev provides them (scripts/dev installs it); only their
+# declarations are used, the Gloo that runs is the one inside libtorch_cpu.
+# Without them, [distributed] backend = "gloo" runs fail with a message.
+# Cached: after installing or removing them, reconfigure with
+# `cmake -U RUNNER_HAVE_GLOO_HEADERS <build dir>`.
+include(CheckCXXSourceCompiles)
+include(CMakePushCheckState)
+cmake_push_check_state(RESET)
+set(CMAKE_REQUIRED_INCLUDES ${TORCH_INCLUDE_DIRS})
+set(CMAKE_REQUIRED_QUIET ON)
+check_cxx_source_compiles([[
+#include <gloo/algorithm.h>
+#include <gloo/common/error.h>
+#include <gloo/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/device.h>
+int main() { return 0; }
+]] RUNNER_HAVE_GLOO_HEADERS)
+cmake_pop_check_state()
+message(STATUS "runner: Gloo headers for ProcessGroupGloo: ${RUNNER_HAVE_GLOO_HEADERS}")

@@ -99,6 +99,7 @@ std::vector<store::PluginRecord> plugin_records(const PluginHost& host, const Ex
   add(PluginKind::model, e.model.plugin);
   if (e.data) add(PluginKind::loader, e.data->plugin);
   if (e.optimizer) add(PluginKind::optimizer, e.optimizer->plugin);
+  if (e.comm_hook) add(PluginKind::comm_hook, e.comm_hook->plugin);
   return records;
 }
 
@@ -164,7 +165,12 @@ RunOutcome run_and_record(store::Store& db, std::int64_t run_id, const Trial& tr
   const std::string device = resolve_device(exp.device.type);
   std::optional<double> peak = db.peak_flop_per_s(fingerprint_id, device, "float32");
   if (!peak) {
-    peak = measure_peak_flop_per_s(device);
+    // In a child of the run process: the matmuls start LibTorch's thread pool,
+    // and a [distributed] run forks its other ranks from this process later
+    // (a pool does not survive a fork; see docs/execution.md).
+    const std::string text = capture_in_child(
+        [&] { return std::to_string(measure_peak_flop_per_s(device)); });
+    peak = std::stod(text);
     db.set_peak_flop_per_s(fingerprint_id, device, "float32", *peak,
                            device == "cpu" ? "best of 5 fp32 matmuls 1024^3"
                                            : "best of 5 fp32 matmuls 4096^3");
@@ -269,6 +275,12 @@ int run_experiment(const fs::path& file, const Global& global, const RunFlags& f
   Prepared p = prepare(file, global, flags.set);
   const Experiment& first = p.trials.front().experiment;
   const std::int64_t repeats = first.repeats;
+  if (!flags.isolate)
+    for (const Trial& trial : p.trials)
+      if (trial.experiment.distributed.enabled)
+        throw Error(trial_name(trial) + " is a [distributed] run, which needs process isolation",
+                    "drop --isolate none: the other ranks are forked from the run process before "
+                    "it runs any operator, which only a fresh run process guarantees");
 
   std::vector<PlannedRun> plan;
   for (const PlannedRun& r : interleave(p.trials.size(), repeats, flags.shuffle,

@@ -25,6 +25,9 @@ class TinyLinear final : public runner::Model {
         crash_at_(o.integer("crash_at_step")),
         hang_at_(o.integer("hang_at_step")),
         delay_(std::chrono::duration<double, std::micro>(o.number("delay_us"))) {
+    // In a data-parallel run, the failures above happen on fail_rank only.
+    const std::int64_t fail_rank = o.integer("fail_rank");
+    if (fail_rank >= 0 && fail_rank != ctx.rank) throw_at_ = nan_at_ = crash_at_ = hang_at_ = -2;
     // Hangs before the run's loop starts, where no stop request is ever looked at.
     if (o.boolean("hang_in_factory"))
       for (;;) ::pause();
@@ -88,6 +91,15 @@ class TinyData final : public runner::Loader {
   std::int64_t size_;
 };
 
+// A broken comm hook: returns half of the bucket.
+class TruncatingHook final : public runner::CommHook {
+ public:
+  runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
+                            c10d::ProcessGroup&) override {
+    return {bucket.narrow(0, 0, bucket.numel() / 2), 0};
+  }
+};
+
 void register_plugins(runner::Registrar& r) {
   runner::OptionSchema model_options;
   model_options.integer("throw_at_step", -1, "forward throws at this call (-1: never)");
@@ -95,12 +107,16 @@ void register_plugins(runner::Registrar& r) {
   model_options.integer("crash_at_step", -1, "raise SIGSEGV at this call (-1: never)");
   model_options.integer("hang_at_step", -1, "block forever at this call (-1: never)");
   model_options.boolean("hang_in_factory", false, "block forever while being built");
+  model_options.integer("fail_rank", -1,
+                        "the *_at_step failures happen on this rank only (-1: every rank)");
   model_options.number("delay_us", 0.0, "extra time spent in every forward, microseconds")
       .range(0.0, 1e7);
   r.add_model("tiny_linear", "one linear layer (test plugin)", std::move(model_options),
               [](const runner::Options& o, const runner::ModelContext& ctx) {
                 return std::make_unique<TinyLinear>(o, ctx);
               });
+  r.add_comm_hook("truncating", "returns half of each bucket (test plugin)", runner::OptionSchema{},
+                  [](const runner::Options&) { return std::make_unique<TruncatingHook>(); });
   runner::OptionSchema data_options;
   data_options.integer("size", 64, "samples").range(1, std::nullopt);
   r.add_loader("tiny_data", "separable 4-feature data (test plugin)", std::move(data_options),

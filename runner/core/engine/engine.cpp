@@ -6,18 +6,27 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
 #ifdef RUNNER_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <numeric>
 
+#include "runner/core/engine/isolation.hpp"
 #include "runner/core/engine/phase_clock.hpp"
+#include "runner/core/engine/process_group.hpp"
+#include "runner/core/engine/reducer.hpp"
 #include "runner/core/engine/sampler.hpp"
 #include "runner/core/engine/step_loop.hpp"
 #include "runner/core/engine/warmup.hpp"
@@ -51,10 +60,11 @@ std::string message_of(const std::exception& e) {
 class BatchSource {
  public:
   BatchSource(Loader* loader, const DataSettings& settings, std::uint64_t seed,
-              torch::Device device)
+              torch::Device device, std::int64_t rank, std::int64_t world_size)
       : loader_(loader), device_(device) {
     sampler_ = std::make_unique<IndexSampler>(loader->size(), settings.batch_size,
-                                              settings.shuffle, settings.drop_last, seed);
+                                              settings.shuffle, settings.drop_last, seed, rank,
+                                              world_size);
   }
   BatchSource(Batch fixed, torch::Device device) : fixed_(std::move(fixed)), device_(device) {}
 
@@ -80,24 +90,49 @@ class BatchSource {
   torch::Device device_;
 };
 
+// This process's place in a data-parallel run (rank 0 of 1 otherwise).
+struct RankInfo {
+  const Rendezvous* rendezvous = nullptr;  // null: not distributed
+  Companions* companions = nullptr;        // rank 0: the other ranks
+  [[nodiscard]] int rank() const { return rendezvous ? rendezvous->rank : 0; }
+  [[nodiscard]] int world_size() const { return rendezvous ? rendezvous->world_size : 1; }
+};
+
 // Everything a loop needs, built from the plugins.
 struct Workload {
+  Workload() = default;
+  Workload(const Workload&) = delete;
+  Workload& operator=(const Workload&) = delete;
+  ~Workload() {
+    // Rank 0 ends the other ranks before its process group closes: a rank
+    // that sees the group close would report a failure that is none.
+    if (companions != nullptr) companions->stop();
+  }
+  Companions* companions = nullptr;
   std::unique_ptr<Loader> loader;
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<BatchSource> batches;
   std::int64_t batch_size = 0;
+  // Data-parallel runs: the group, the hook and the gradient reducer.
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  std::unique_ptr<CommHook> comm_hook;
+  std::unique_ptr<GradientReducer> reducer;
+  std::int64_t comm_bytes = 0;  // sent by the last step's reduction
 };
 
-Workload build(const Experiment& exp, const PluginHost& host, std::uint64_t seed,
-               torch::Device device) {
-  Workload w;
+void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint64_t seed,
+           torch::Device device, const RankInfo& rank) {
   ModelContext model_context;
   model_context.device = device;
   model_context.seed = seed;
+  model_context.rank = rank.rank();
+  model_context.world_size = rank.world_size();
   if (exp.data) {
     LoaderContext loader_context;
     loader_context.seed = seed;
+    loader_context.rank = rank.rank();
+    loader_context.world_size = rank.world_size();
     w.loader = host.make_loader(exp.data->plugin, exp.data->options, loader_context);
     const DataSpec spec = w.loader->spec();
     model_context.input_shape = spec.input_shape;
@@ -107,7 +142,8 @@ Workload build(const Experiment& exp, const PluginHost& host, std::uint64_t seed
   w.model->module().to(device);
   w.batch_size = exp.data_settings.batch_size;
   if (w.loader) {
-    w.batches = std::make_unique<BatchSource>(w.loader.get(), exp.data_settings, seed, device);
+    w.batches = std::make_unique<BatchSource>(w.loader.get(), exp.data_settings, seed, device,
+                                              rank.rank(), rank.world_size());
   } else {
     w.batches = std::make_unique<BatchSource>(
         w.model->example_batch(exp.data_settings.batch_size, device), device);
@@ -122,7 +158,19 @@ Workload build(const Experiment& exp, const PluginHost& host, std::uint64_t seed
     w.optimizer = host.make_optimizer(exp.optimizer->plugin, exp.optimizer->options,
                                       optimizer_context);
   }
-  return w;
+  if (rank.rendezvous != nullptr) {
+    // Every rank starts from rank 0's parameters, as DDP does.
+    w.group = make_process_group(exp.distributed.backend, *rank.rendezvous);
+    std::vector<torch::Tensor> parameters;
+    for (const auto& p : w.model->module().parameters())
+      if (p.requires_grad()) parameters.push_back(p);
+    broadcast_parameters(parameters, *w.group);
+    w.comm_hook = host.make_comm_hook(exp.comm_hook->plugin, exp.comm_hook->options);
+    w.reducer = std::make_unique<GradientReducer>(
+        std::move(parameters),
+        static_cast<std::int64_t>(exp.distributed.bucket_mb * 1024.0 * 1024.0), *w.comm_hook,
+        *w.group);
+  }
 }
 
 // Summaries of the measured (non-warm-up) samples, one per phase that was timed.
@@ -148,6 +196,7 @@ void summarize(RunOutcome& out, const std::string& wall_metric) {
     out.summaries.push_back(store::summarize("optimizer", "ns", optimizer));
 }
 
+// samples_per_s counts the samples of all ranks (each rank takes a batch per step).
 void add_throughput(RunOutcome& out, std::int64_t batch_size) {
   double wall_ns = 0;
   std::int64_t measured = 0;
@@ -173,25 +222,32 @@ Batch next_batch(Workload& w, PhaseClock& clock) {
   return batch;
 }
 
+// One training step, the same on every rank: data, forward, backward, the
+// gradient reduction of a data-parallel run (comm), optimizer.
+torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
+  const Batch batch = next_batch(w, clock);
+  const torch::Tensor output = w.model->forward(batch);
+  torch::Tensor loss = w.model->loss(output, batch);
+  clock.end_phase(Phase::forward);
+  torch::optim::Optimizer& optimizer = w.optimizer->get();
+  optimizer.zero_grad();
+  loss.backward();
+  clock.end_phase(Phase::backward);
+  if (w.reducer) {
+    w.comm_bytes = w.reducer->reduce();
+    clock.end_phase(Phase::comm);
+  }
+  optimizer.step();
+  w.optimizer->on_step_end(step);
+  clock.end_phase(Phase::optimizer);
+  return loss.detach();
+}
+
 void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
   const Experiment& exp = *request.experiment;
   w.model->module().train();
-  torch::optim::Optimizer& optimizer = w.optimizer->get();
   run_steps(request, clock, exp.train.warmup, exp.train.steps,
-            [&](std::int64_t step) {
-              const Batch batch = next_batch(w, clock);
-              const torch::Tensor output = w.model->forward(batch);
-              torch::Tensor loss = w.model->loss(output, batch);
-              clock.end_phase(Phase::forward);
-              optimizer.zero_grad();
-              loss.backward();
-              clock.end_phase(Phase::backward);
-              optimizer.step();
-              w.optimizer->on_step_end(step);
-              clock.end_phase(Phase::optimizer);
-              return loss.detach();
-            },
-            out);
+            [&](std::int64_t step) { return train_step(w, clock, step); }, out);
 }
 
 void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
@@ -259,7 +315,24 @@ std::uint64_t run_seed(const Experiment& experiment, std::int64_t) {
   return static_cast<std::uint64_t>(experiment.seed);
 }
 
-RunOutcome execute_run(const RunRequest& request) {
+namespace {
+
+// The device of this rank: with NCCL, rank r uses CUDA device r.
+torch::Device rank_device(const std::string& device_name, const RankInfo& rank) {
+  torch::Device device(device_name);
+#ifdef RUNNER_WITH_CUDA
+  if (device.is_cuda() && rank.rendezvous != nullptr) {
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.rank()));
+    c10::cuda::set_device(device.index());
+  }
+#else
+  static_cast<void>(rank);
+#endif
+  return device;
+}
+
+// One rank's run (the only rank outside [distributed]): build, loop, summarise.
+RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
   const Experiment& exp = *request.experiment;
   RunOutcome out;
   out.status = store::kStatusFinished;
@@ -268,8 +341,10 @@ RunOutcome execute_run(const RunRequest& request) {
     const std::uint64_t seed = run_seed(exp, request.repeat_index);
     torch::manual_seed(seed);
     const std::string device_name = resolve_device(exp.device.type);
-    const torch::Device device(device_name);
-    Workload w = build(exp, *request.host, seed, device);
+    const torch::Device device = rank_device(device_name, rank);
+    Workload w;
+    w.companions = rank.companions;
+    build(w, exp, *request.host, seed, device, rank);
     auto clock = make_phase_clock(device_name);
     out.metrics.push_back({"setup_s", seconds_between(run_start, Clock::now()), "s"});
     out.metrics.push_back(
@@ -283,7 +358,14 @@ RunOutcome execute_run(const RunRequest& request) {
       infer_loop(request, w, *clock, out);
       summarize(out, "latency");
     }
-    add_throughput(out, w.batch_size);
+    const std::int64_t world = rank.world_size();
+    add_throughput(out, w.batch_size * world);
+    if (w.reducer) {
+      out.metrics.push_back({"world_size", static_cast<double>(world), "count"});
+      out.metrics.push_back(
+          {"comm_buckets", static_cast<double>(w.reducer->bucket_count()), "count"});
+      out.metrics.push_back({"comm_bytes_per_step", static_cast<double>(w.comm_bytes), "B"});
+    }
     double samples_per_s = std::nan("");
     for (const auto& m : out.metrics)
       if (m.name == "samples_per_s") samples_per_s = m.value;
@@ -292,7 +374,8 @@ RunOutcome execute_run(const RunRequest& request) {
     if (const auto flops = w.model->flops_per_sample(); flops && !std::isnan(samples_per_s)) {
       // Training does forward + backward, about 3x the forward FLOPs.
       const double factor = exp.kind == "train" ? 3.0 : 1.0;
-      const double achieved = factor * *flops * samples_per_s;
+      // Per rank, against one device's peak.
+      const double achieved = factor * *flops * samples_per_s / static_cast<double>(world);
       out.metrics.push_back({"achieved_flop_per_s", achieved, "flop/s"});
       if (request.peak_flop_per_s && *request.peak_flop_per_s > 0)
         out.metrics.push_back({"fraction_of_peak", achieved / *request.peak_flop_per_s, ""});
@@ -318,6 +401,88 @@ RunOutcome execute_run(const RunRequest& request) {
   out.metrics.push_back({"peak_rss_bytes", peak_rss_bytes(), "B"});
   out.metrics.push_back({"run_s", seconds_between(run_start, Clock::now()), "s"});
   return out;
+}
+
+// Ranks 1..N-1: the same steps as rank 0, unmeasured, until rank 0 ends the
+// run (it kills them). Returns only on failure, with the reason.
+std::string run_worker(const RunRequest& request, const Rendezvous& rendezvous) {
+  // Never destroyed: this process reports a failure and _exits. Closing the
+  // process group first would let rank 0 see the connection drop and kill
+  // this rank before its reason is written.
+  auto* workload = new Workload;
+  try {
+    const Experiment& exp = *request.experiment;
+    const RankInfo rank{&rendezvous, nullptr};
+    const std::uint64_t seed = run_seed(exp, request.repeat_index);
+    torch::manual_seed(seed);
+    const std::string device_name = resolve_device(exp.device.type);
+    Workload& w = *workload;
+    build(w, exp, *request.host, seed, rank_device(device_name, rank), rank);
+    w.model->module().train();
+    auto clock = make_phase_clock(device_name);
+    // A diverging loss is rank 0's to report: the parameters are the same everywhere.
+    for (std::int64_t step = 0;; ++step) {
+      clock->begin_step();
+      (void)train_step(w, *clock, step);
+      (void)clock->end_step();
+    }
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return message_of(e);
+  }
+}
+
+// A [distributed] run: rank 0 is this process, which measures and reports;
+// ranks 1..N-1 are forked from it before it runs any operator (so no thread
+// exists yet), meet it through a FileStore, and train in lockstep with it.
+RunOutcome run_distributed(const RunRequest& request) {
+  const Experiment& exp = *request.experiment;
+  Rendezvous rendezvous;
+  rendezvous.world_size = static_cast<int>(exp.distributed.world_size);
+  rendezvous.timeout = std::chrono::milliseconds(
+      static_cast<std::int64_t>(exp.distributed.timeout_s * 1000.0));
+  const std::filesystem::path store =
+      std::filesystem::temp_directory_path() /
+      ("runner-rendezvous-" + std::to_string(::getpid()) + ".store");
+  std::error_code ignored;
+  std::filesystem::remove(store, ignored);
+  rendezvous.store_path = store.string();
+
+  Companions companions;
+  RunOutcome out;
+  try {
+    for (int r = 1; r < rendezvous.world_size; ++r) {
+      Rendezvous mine = rendezvous;
+      mine.rank = r;
+      companions.spawn("rank " + std::to_string(r),
+                       [&request, mine] { return run_worker(request, mine); });
+    }
+    out = run_rank(request, RankInfo{&rendezvous, &companions});
+  } catch (const Error& e) {
+    out.status = store::kStatusFailed;
+    out.error = e.what();
+  }
+  companions.stop();  // already done when rank 0 got as far as building
+  std::filesystem::remove(store, ignored);
+  if (!companions.failures().empty() && out.status != store::kStatusInterrupted) {
+    // The other ranks' failures come first: rank 0 usually fails because of them.
+    std::string error;
+    for (const auto& f : companions.failures()) error += (error.empty() ? "" : "; ") + f;
+    if (out.status != store::kStatusFinished && !out.error.empty())
+      error += " (rank 0: " + out.error + ")";
+    out.status = store::kStatusFailed;
+    out.error = error;
+  }
+  return out;
+}
+
+}  // namespace
+
+RunOutcome execute_run(const RunRequest& request) {
+  const Experiment& exp = *request.experiment;
+  if (exp.kind == "train" && exp.distributed.enabled) return run_distributed(request);
+  return run_rank(request, RankInfo{});
 }
 
 }  // namespace runner

@@ -199,4 +199,75 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
   return result;
 }
 
+Companions::~Companions() { stop(); }
+
+void Companions::spawn(const std::string& name, const std::function<std::string()>& body) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw Error(std::string("cannot create a pipe for ") + name + ": " + std::strerror(errno), {},
+                ErrorKind::run);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int error = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw Error("cannot fork " + name + ": " + std::strerror(error), {}, ErrorKind::run);
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(125);  // the parent died before prctl
+    ::close(fds[0]);
+    std::string text;
+    try {
+      text = body();
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+      text = "unknown exception";
+    }
+    if (text.empty()) text = "ended without an error message";
+    const char* data = text.data();
+    std::size_t left = text.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fds[1], data, left);
+      if (n <= 0 && errno != EINTR) break;
+      if (n > 0) {
+        data += n;
+        left -= static_cast<std::size_t>(n);
+      }
+    }
+    ::_exit(1);
+  }
+  ::close(fds[1]);
+  children_.push_back({name, pid, fds[0]});
+}
+
+void Companions::stop() {
+  for (Child& child : children_) {
+    if (child.pid < 0) continue;
+    ::kill(child.pid, SIGKILL);  // harmless if it has already ended
+    int status = 0;
+    while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    child.pid = -1;
+    // A child writes its text before it exits, so once reaped all of it is in the pipe.
+    std::string text;
+    char buffer[4096];
+    ssize_t n = 0;
+    while ((n = ::read(child.error_fd, buffer, sizeof buffer)) > 0)
+      text.append(buffer, static_cast<std::size_t>(n));
+    ::close(child.error_fd);
+    child.error_fd = -1;
+    if (!text.empty()) {
+      failures_.push_back(child.name + ": " + text);
+    } else if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL) {
+      failures_.push_back(child.name + " was " + describe_signal(WTERMSIG(status)));
+    } else if (WIFEXITED(status)) {
+      failures_.push_back(child.name + " exited with code " +
+                          std::to_string(WEXITSTATUS(status)));
+    }
+  }
+}
+
 }  // namespace runner

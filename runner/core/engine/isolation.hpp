@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace runner {
 
@@ -62,6 +63,41 @@ struct ChildOptions {
 /// that must not touch CUDA or start threads in the runner process itself).
 /// Throws runner::Error (run kind) if the child fails.
 [[nodiscard]] std::string capture_in_child(const std::function<std::string()>& body);
+
+/// Processes forked to work beside this one: the other ranks of a
+/// data-parallel run. Each child runs a body that returns only on failure
+/// (its text is passed back through a pipe); the owner ends them all with
+/// stop(). A child dies with this process (PR_SET_PDEATHSIG), so a run killed
+/// for a timeout takes its ranks with it.
+class Companions {
+ public:
+  Companions() = default;
+  Companions(const Companions&) = delete;
+  Companions& operator=(const Companions&) = delete;
+  ~Companions();
+
+  /// Forks a child that runs `body` and _exits; `name` ("rank 1") labels its
+  /// failures. Throws runner::Error (run kind) when fork fails.
+  void spawn(const std::string& name, const std::function<std::string()>& body);
+
+  /// Kills the children that are still running (SIGKILL) and reaps them all.
+  /// Idempotent. Afterwards failures() lists, in spawn order, each child that
+  /// ended on its own before it was killed: "rank 1: <its text>", or
+  /// "rank 1 was killed by signal 11 (Segmentation fault)".
+  void stop();
+
+  /// What stop() found.
+  [[nodiscard]] const std::vector<std::string>& failures() const { return failures_; }
+
+ private:
+  struct Child {
+    std::string name;
+    int pid = -1;
+    int error_fd = -1;
+  };
+  std::vector<Child> children_;
+  std::vector<std::string> failures_;
+};
 
 /// In a child: true once the parent asked it to stop (SIGINT received).
 [[nodiscard]] bool child_stop_requested();

@@ -154,7 +154,8 @@ class ParsedExperiment {
   };
   struct HostConfig {
     Experiment experiment;
-    std::optional<PendingPlugin> model, data, optimizer;
+    std::optional<PendingPlugin> model, data, optimizer, comm_hook;
+    const Section* distributed = nullptr;  // the [distributed] section, when present
   };
 
   [[nodiscard]] std::vector<Leaf> overrides_of(std::int64_t index) const;
@@ -163,8 +164,11 @@ class ParsedExperiment {
   void read_section(const Section& section, HostConfig& config) const;
   void read_path_list(const toml::node& node, const std::string& dotted, Experiment& e) const;
   void check_required_sections(const HostConfig& config) const;
+  void check_backend(const HostConfig& config) const;
   [[nodiscard]] PluginChoice resolve_plugin(const PendingPlugin& pending,
                                             const PluginCatalog& catalog) const;
+  [[nodiscard]] PluginChoice default_comm_hook(const Section& distributed,
+                                               const PluginCatalog& catalog) const;
   [[nodiscard]] Experiment resolve(const std::vector<Section>& sections,
                                    const PluginCatalog& catalog) const;
   template <typename BaseCheck>
@@ -294,6 +298,10 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
 
 void ParsedExperiment::read_section(const Section& section, HostConfig& config) const {
   const SectionSpec& spec = *find_section(section.name);
+  if (spec.name == "distributed") {
+    config.distributed = &section;
+    config.experiment.distributed.enabled = true;
+  }
   PendingPlugin pending{&spec, &section, {}, nullptr};
   for (const Leaf& item : section.items) {
     const std::string dotted = spec.name + "." + item.key;
@@ -346,8 +354,8 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
     case PluginKind::model: config.model = pending; break;
     case PluginKind::loader: config.data = pending; break;
     case PluginKind::optimizer: config.optimizer = pending; break;
-    case PluginKind::kernel:
-    case PluginKind::comm_hook: break;  // no section names these kinds yet
+    case PluginKind::comm_hook: config.comm_hook = pending; break;
+    case PluginKind::kernel: break;  // no section names kernels yet
   }
 }
 
@@ -385,6 +393,12 @@ void ParsedExperiment::check_required_sections(const HostConfig& config) const {
     throw Error(check_.nowhere(), "missing section [model]",
                 "every experiment names its model: [model] plugin = \"...\"; "
                 "run 'runner plugins' to see what is loaded");
+  if (config.comm_hook && config.distributed == nullptr)
+    throw check_.error(config.comm_hook->section->key_src, *config.comm_hook->section->node,
+                       "section [comm_hook] needs a [distributed] section",
+                       "a communication hook reduces gradients across ranks: add [distributed] "
+                       "with world_size = N, or remove [comm_hook]");
+  if (config.distributed != nullptr) check_backend(config);
   if (config.experiment.kind != "train") return;
   if (!config.data)
     throw Error(check_.nowhere(), "train experiments need a [data] section",
@@ -394,6 +408,23 @@ void ParsedExperiment::check_required_sections(const HostConfig& config) const {
     throw Error(check_.nowhere(), "train experiments need an [optimizer] section",
                 "add [optimizer] with an optimizer plugin (e.g. plugin = \"sgd\"), "
                 "or set kind = \"infer\" in [experiment]");
+}
+
+void ParsedExperiment::check_backend(const HostConfig& config) const {
+  // gloo reduces CPU tensors here and nccl CUDA tensors; "auto" is decided at run time.
+  const std::string& backend = config.experiment.distributed.backend;
+  const std::string& device = config.experiment.device.type;
+  const bool mismatch = (backend == "gloo" && device == "cuda") || (backend == "nccl" && device == "cpu");
+  if (!mismatch) return;
+  const Section& section = *config.distributed;
+  const std::string other = backend == "gloo" ? "nccl" : "gloo";
+  const std::string message = "[distributed] backend \"" + backend + "\" does not work with device.type = \"" +
+                              device + "\"";
+  const std::string hint = "use backend = \"" + other + "\" for device.type = \"" + device +
+                           "\" (gloo: CPU tensors, nccl: CUDA tensors)";
+  for (const Leaf& item : section.items)
+    if (item.key == "backend") throw check_.error(item, message, hint);
+  throw check_.error(section.key_src, *section.node, message, hint);
 }
 
 PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
@@ -453,6 +484,27 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
   return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*pending.name_node)};
 }
 
+PluginChoice ParsedExperiment::default_comm_hook(const Section& distributed,
+                                                const PluginCatalog& catalog) const {
+  const PluginDescriptor* plugin = catalog.find(PluginKind::comm_hook, kDefaultCommHook);
+  if (plugin == nullptr)
+    throw check_.error(distributed.key_src, *distributed.node,
+                       std::string("[distributed] without [comm_hook] uses the comm_hook plugin '") +
+                           kDefaultCommHook + "', which is not loaded",
+                       "add [comm_hook] plugin = \"...\" naming a loaded hook, or load runner's "
+                       "built-in plugins; run 'runner plugins' to see what is loaded");
+  std::map<std::string, OptionValue> values;
+  for (const auto& option : plugin->schema.specs()) {
+    if (!option.default_value)
+      throw check_.error(distributed.key_src, *distributed.node,
+                         std::string("the default comm_hook plugin '") + kDefaultCommHook +
+                             "' has a required option '" + option.name + "'",
+                         "add [comm_hook] with its options");
+    values[option.name] = *option.default_value;
+  }
+  return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*distributed.node)};
+}
+
 Experiment ParsedExperiment::resolve(const std::vector<Section>& sections,
                                      const PluginCatalog& catalog) const {
   const HostConfig config = check_host(sections);
@@ -460,6 +512,11 @@ Experiment ParsedExperiment::resolve(const std::vector<Section>& sections,
   experiment.model = resolve_plugin(*config.model, catalog);
   if (config.data) experiment.data = resolve_plugin(*config.data, catalog);
   if (config.optimizer) experiment.optimizer = resolve_plugin(*config.optimizer, catalog);
+  if (config.comm_hook) {
+    experiment.comm_hook = resolve_plugin(*config.comm_hook, catalog);
+  } else if (config.distributed != nullptr) {
+    experiment.comm_hook = default_comm_hook(*config.distributed, catalog);
+  }
   return experiment;
 }
 
@@ -513,6 +570,14 @@ std::string Experiment::resolved_json() const {
     root.add("data", section.str());
   }
   if (optimizer) root.add("optimizer", json_of(*optimizer).str());
+  // Only when present: experiments without it keep the hashes they had.
+  if (distributed.enabled)
+    root.add("distributed", JsonObject()
+                                .add("world_size", std::to_string(distributed.world_size))
+                                .add("backend", json_quote(distributed.backend))
+                                .add("bucket_mb", json_number(distributed.bucket_mb))
+                                .str());
+  if (comm_hook) root.add("comm_hook", json_of(*comm_hook).str());
   if (kind == "train")
     root.add("train", JsonObject()
                           .add("steps", std::to_string(train.steps))

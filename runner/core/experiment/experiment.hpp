@@ -61,6 +61,15 @@ struct InferSettings {
   std::string mode = "inference"; ///< "inference" (torch::InferenceMode) | "no_grad"
 };
 
+/// [distributed]: data-parallel training over world_size local processes.
+struct DistributedSettings {
+  bool enabled = false;            ///< true when the experiment has a [distributed] section
+  std::int64_t world_size = 2;     ///< ranks (processes on this machine), >= 1
+  std::string backend = "gloo";    ///< "gloo" (CPU tensors) | "nccl" (CUDA tensors)
+  double bucket_mb = 25.0;         ///< gradient bucket size in MiB (DDP's bucket_cap_mb), > 0
+  double timeout_s = 60.0;         ///< collective and rendezvous time limit, seconds
+};
+
 /// A parsed experiment file before plugin options are validated.
 class ParsedExperiment;
 
@@ -89,6 +98,8 @@ struct Experiment {
   std::optional<PluginChoice> optimizer;    ///< [optimizer]; required for train
   TrainSettings train;
   InferSettings infer;
+  DistributedSettings distributed;          ///< [distributed] (train only)
+  std::optional<PluginChoice> comm_hook;    ///< [comm_hook]; "allreduce" when distributed without one
   /// [plugins] path, each entry resolved against the folder of the file that writes it
   std::vector<std::filesystem::path> plugin_paths;
   std::vector<SourceFile> base_files;       ///< files read through `extends`, in the order read
@@ -111,6 +122,9 @@ struct Trial {
   /// 0-based position in expansion order ("trial N" in messages is index + 1).
   std::int64_t index = 0;
 };
+
+/// The comm_hook plugin a [distributed] experiment without [comm_hook] uses.
+inline constexpr const char* kDefaultCommHook = "allreduce";
 
 /// Most trials one experiment may expand to.
 inline constexpr std::int64_t kMaxTrials = 100000;

@@ -149,6 +149,33 @@ const std::vector<SectionSpec>& section_specs() {
                              "autograd guard of the loop",
                              [](Experiment& e, const OptionValue& v) { e.infer.mode = str(v); })}});
 
+    HostKey bucket{spec_of("bucket_mb", OptionType::number, OptionValue{25.0},
+                           "gradient bucket size in MiB"),
+                   [](Experiment& e, const OptionValue& v) {
+                     e.distributed.bucket_mb = std::get<double>(v);
+                   }};
+    bucket.spec.min = 0.001;
+    HostKey collective_timeout{spec_of("timeout", OptionType::number, OptionValue{60.0},
+                                       "time limit of rendezvous and of each collective: "
+                                       "\"90s\", \"2m\" or seconds"),
+                               [](Experiment& e, const OptionValue& v) {
+                                 e.distributed.timeout_s = std::get<double>(v);
+                               }};
+    collective_timeout.role = KeyRole::duration;
+    s.push_back({"distributed", std::nullopt, "train",
+                 {integer_key("world_size", 2, 1, "data-parallel ranks (local processes)",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.distributed.world_size = int_of(v);
+                              }),
+                  string_key("backend", "gloo", {"gloo", "nccl"},
+                             "c10d backend: gloo (CPU tensors) or nccl (CUDA tensors)",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.distributed.backend = str(v);
+                             }),
+                  bucket, fixed(collective_timeout)}});
+
+    s.push_back({"comm_hook", PluginKind::comm_hook, "train", {}});
+
     HostKey path{spec_of("path", OptionType::string, std::nullopt,
                          "plugin libraries or folders, relative to this file")};
     path.role = KeyRole::path_list;

@@ -149,6 +149,7 @@ TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
                               {"crash_at_step", std::int64_t{-1}},
                               {"hang_at_step", std::int64_t{-1}},
                               {"hang_in_factory", false},
+                              {"fail_rank", std::int64_t{-1}},
                               {"delay_us", 0.0}}),
              {}};
   e.data_settings.batch_size = 8;
@@ -168,6 +169,7 @@ runner::Experiment tiny_experiment(std::int64_t throw_at, std::int64_t nan_at) {
                               {"crash_at_step", std::int64_t{-1}},
                               {"hang_at_step", std::int64_t{-1}},
                               {"hang_in_factory", false},
+                              {"fail_rank", std::int64_t{-1}},
                               {"delay_us", 0.0}}),
              {}};
   e.data = runner::PluginChoice{"tiny_data", runner::Options({{"size", std::int64_t{64}}}), {}};
@@ -212,6 +214,95 @@ TEST_F(EngineTest, AStopRequestEndsTheRunInterruptedBetweenSteps) {
   EXPECT_EQ(out.status, "interrupted");
   EXPECT_EQ(out.error, "interrupted before step 0");
   EXPECT_TRUE(out.samples.empty());
+}
+
+// --- data-parallel runs ([distributed], Gloo on the CPU) ---------------------------
+
+runner::Experiment distributed(runner::Experiment e, std::int64_t world_size,
+                               const std::string& hook = "allreduce") {
+  e.device.threads = 1;
+  e.distributed.enabled = true;
+  e.distributed.world_size = world_size;
+  e.distributed.timeout_s = 30;
+  e.comm_hook = runner::PluginChoice{hook, runner::Options{}, {}};
+  return e;
+}
+
+// Sets a tiny_linear option of an experiment.
+runner::Experiment with(runner::Experiment e, const std::string& key, std::int64_t value) {
+  auto values = e.model.options.values();
+  values[key] = value;
+  e.model.options = runner::Options(values);
+  return e;
+}
+
+TEST_F(EngineTest, ADistributedRunTimesTheGradientReductionAsTheCommPhase) {
+  const runner::Experiment e = distributed(mlp_experiment(), 2);
+  const auto out = run(e);
+  ASSERT_EQ(out.status, "finished") << out.error;
+  ASSERT_EQ(out.samples.size(), 65u);
+  for (const auto& s : out.samples) {
+    EXPECT_GT(s.comm_ns, 0) << "step " << s.step;
+    EXPECT_GE(s.wall_ns, s.data_ns + s.forward_ns + s.backward_ns + s.comm_ns + s.optimizer_ns);
+  }
+  const auto* comm = summary(out, "comm");
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->n, 60);
+  EXPECT_EQ(metric(out, "world_size"), 2);
+  EXPECT_EQ(metric(out, "comm_buckets"), 1);
+  // One fp32 bucket of every parameter; a two-rank ring allreduce sends its size once.
+  EXPECT_EQ(metric(out, "comm_bytes_per_step"), metric(out, "parameters") * 4);
+  // samples/s counts both ranks' batches.
+  const auto* step = summary(out, "step_time");
+  ASSERT_NE(step, nullptr);
+  EXPECT_NEAR(metric(out, "samples_per_s"), 2 * 32 / (step->mean * 1e-9),
+              1e-6 * metric(out, "samples_per_s"));
+  EXPECT_LT(metric(out, "loss_final"), metric(out, "loss_initial"));
+}
+
+TEST_F(EngineTest, ACompressedHookSendsHalfTheBytesOfAllreduce) {
+  runner::Experiment e = distributed(mlp_experiment(), 2, "compressed_allreduce");
+  e.comm_hook->options = runner::Options({{"dtype", std::string("fp16")}});
+  e.train.steps = 10;
+  const auto out = run(e);
+  ASSERT_EQ(out.status, "finished") << out.error;
+  EXPECT_EQ(metric(out, "comm_bytes_per_step"), metric(out, "parameters") * 2);
+}
+
+TEST_F(EngineTest, AGroupOfOneStillRunsTheHook) {
+  const auto out = run(distributed(tiny_experiment(-1, -1), 1));
+  ASSERT_EQ(out.status, "finished") << out.error;
+  EXPECT_EQ(metric(out, "world_size"), 1);
+  EXPECT_EQ(metric(out, "comm_bytes_per_step"), 0);
+  ASSERT_NE(summary(out, "comm"), nullptr);
+}
+
+TEST_F(EngineTest, AnotherRanksExceptionFailsTheRunNamingThatRank) {
+  const auto out = run(distributed(with(tiny_experiment(5, -1), "fail_rank", 1), 2));
+  EXPECT_EQ(out.status, "failed");
+  const std::string expected = "rank 1: tiny_linear: forward failed on purpose (rank 0: ";
+  EXPECT_EQ(out.error.substr(0, expected.size()), expected) << out.error;
+}
+
+TEST_F(EngineTest, AnotherRanksCrashFailsTheRunNamingThatRankAndSignal) {
+  auto e = with(with(tiny_experiment(-1, -1), "crash_at_step", 5), "fail_rank", 1);
+  const auto out = run(distributed(e, 2));
+  EXPECT_EQ(out.status, "failed");
+  const std::string expected = "rank 1 was killed by signal 11 (Segmentation fault) (rank 0: ";
+  EXPECT_EQ(out.error.substr(0, expected.size()), expected) << out.error;
+}
+
+TEST_F(EngineTest, RankZerosOwnFailureIsReportedAsItself) {
+  const auto out = run(distributed(with(tiny_experiment(5, -1), "fail_rank", 0), 2));
+  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.error, "tiny_linear: forward failed on purpose");
+  EXPECT_EQ(out.samples.size(), 5u);
+}
+
+TEST_F(EngineTest, AHookReturningTheWrongSizeFailsTheRun) {
+  const auto out = run(distributed(tiny_experiment(-1, -1), 1, "truncating"));
+  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.error, "the comm hook returned a tensor of 5 elements for bucket 0 of 10 elements");
 }
 
 TEST(ResolveDevice, CpuIsAlwaysCpuAndCudaWithoutDeviceIsAnInputError) {

@@ -52,4 +52,30 @@ TEST(IndexSampler, RejectsADataSetSmallerThanOneBatch) {
   EXPECT_EQ(ok.next().size(), 3u);
 }
 
+TEST(IndexSampler, RanksShareOnePermutationAndTakeDisjointSlices) {
+  // 3 ranks x batch 2 = global batch 6 over 14 samples: two global batches
+  // per epoch (the last 2 samples are dropped), the same on every rank.
+  std::vector<runner::IndexSampler> ranks;
+  for (std::int64_t r = 0; r < 3; ++r) ranks.emplace_back(14, 2, true, false, 7, r, 3);
+  runner::IndexSampler whole(14, 6, true, true, 7);  // the same permutation, one rank
+  for (int step = 0; step < 5; ++step) {
+    std::vector<std::int64_t> joined;
+    for (auto& rank : ranks) {
+      const auto slice = rank.next();
+      ASSERT_EQ(slice.size(), 2u);
+      joined.insert(joined.end(), slice.begin(), slice.end());
+    }
+    EXPECT_EQ(joined, whole.next()) << "step " << step;
+  }
+  EXPECT_EQ(ranks[0].epoch(), 2);
+  EXPECT_EQ(ranks[2].epoch(), 2);
+}
+
+TEST(IndexSampler, RejectsADataSetSmallerThanOneGlobalBatch) {
+  EXPECT_THROW_MSG(runner::IndexSampler(10, 4, true, false, 0, 1, 3), runner::Error,
+                   "the data set has 10 samples, fewer than one global batch (3 ranks x 4)");
+  EXPECT_THROW_MSG(runner::IndexSampler(10, 2, true, false, 0, 3, 3), runner::Error,
+                   "rank 3 is outside a world of 3");
+}
+
 }  // namespace

@@ -19,6 +19,8 @@ struct ModelContext {
   std::vector<std::int64_t> input_shape;  ///< shape of one input sample (no batch dimension)
   std::int64_t num_classes = 0;           ///< classes of the task; 0 when not a classification task
   std::uint64_t seed = 0;                 ///< the run's seed (the host has already seeded LibTorch with it)
+  std::int64_t rank = 0;                  ///< this process's rank in a data-parallel run
+  std::int64_t world_size = 1;            ///< number of ranks (1 without [distributed])
 };
 
 /// A model under test.
