@@ -75,6 +75,11 @@ inline FakeCatalog standard_catalog() {
   adam.number("lr", 0.001, "learning rate").range(0.0, std::nullopt);
   adam.numbers("betas", {0.9, 0.999}, "moment decay").range(0.0, 1.0).at_least(2);
   catalog.add(PluginKind::optimizer, "adam", adam);
+
+  catalog.add(PluginKind::comm_hook, "allreduce", OptionSchema{});
+  OptionSchema compressed;
+  compressed.string("dtype", "fp16", "precision on the wire").one_of({"fp16", "bf16"});
+  catalog.add(PluginKind::comm_hook, "compressed_allreduce", compressed);
   return catalog;
 }
 

@@ -22,8 +22,8 @@ using test::kOptimizer;
 class ExperimentTest : public test::ExperimentFixture {};
 
 const char* const kKnownSections =
-    "known sections: experiment, device, model, data, optimizer, train, infer, plugins, sweep, "
-    "trial";
+    "known sections: experiment, device, model, data, optimizer, train, infer, distributed, "
+    "comm_hook, plugins, sweep, trial";
 
 // --- happy paths ---------------------------------------------------------------
 
@@ -220,8 +220,8 @@ TEST_F(ExperimentTest, UnknownSectionWithSuggestion) {
 }
 
 TEST_F(ExperimentTest, UnknownSectionWithoutSuggestion) {
-  const Error e = error_of(kMinimal + "[distributed]\nworld_size = 2\n");
-  EXPECT_EQ(std::string(e.what()), at(8, 1) + "unknown section [distributed]");
+  const Error e = error_of(kMinimal + "[telemetry]\nport = 2\n");
+  EXPECT_EQ(std::string(e.what()), at(8, 1) + "unknown section [telemetry]");
   EXPECT_EQ(e.hint(), kKnownSections);
 }
 

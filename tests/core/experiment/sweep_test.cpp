@@ -261,7 +261,7 @@ TEST_F(SweepTest, UnknownKey) {
   EXPECT_EQ(std::string(section.what()), at(9, 1) + "unknown key 'steps' in [sweep]");
   EXPECT_EQ(section.hint(),
             "a key is written section.key, e.g. train.steps; known sections: experiment, device, "
-            "model, data, optimizer, train, infer, plugins");
+            "model, data, optimizer, train, infer, distributed, comm_hook, plugins");
 }
 
 TEST_F(SweepTest, UnknownPluginOptionNamesTheTrial) {
@@ -350,7 +350,8 @@ TEST_F(SweepTest, KeysThatAreTheSameForEveryTrial) {
   EXPECT_EQ(std::string(e.what()), at(9, 1) + "'experiment.kind' cannot vary between trials");
   EXPECT_EQ(e.hint(),
             "these keys are the same for every trial: experiment.name, experiment.description, "
-            "experiment.kind, experiment.repeats, experiment.timeout, plugins.path");
+            "experiment.kind, experiment.repeats, experiment.timeout, distributed.timeout, "
+            "plugins.path");
   EXPECT_THROW_MSG(static_cast<void>(expand(kMinimal + "[[trial]]\n\"experiment.repeats\" = 2\n")),
                    Error, at(9, 1) + "'experiment.repeats' cannot vary between trials");
 }
