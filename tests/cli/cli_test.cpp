@@ -1,99 +1,35 @@
 // End to end: the runner executable on small experiments against temporary
 // databases, checking exit codes, exact messages, and the rows written.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
-#include <sys/wait.h>
 
 #include <toml++/toml.h>
 
-#include "runner/version.hpp"
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <random>
-#include <sstream>
+#include <string>
+
+#include "runner/version.hpp"
+#include "support/cli_harness.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kRunner = fs::path(RUNNER_BINARY_DIR) / "bin" / "runner";
-const fs::path kTestPlugins = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins";
+using runner::test::Result;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-class CliTest : public ::testing::Test {
+class CliTest : public runner::test::CliTestBase {
  protected:
-  void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("runner-cli-" + std::to_string(rd()));
-    fs::create_directories(dir_);
-    db_ = dir_ / "runs.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path write(const std::string& name, const std::string& text) {
-    const fs::path p = dir_ / name;
-    std::ofstream(p) << text;
-    return p;
-  }
+  CliTest() : CliTestBase("runner-cli-") {}
 
   // Runs the CLI with the given arguments (shell-quoted here), capturing both streams.
-  Result runner(const std::string& args) {
-    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = "env -u RUNNER_DB -u RUNNER_PLUGIN_PATH " + kRunner.string() + " " +
-                            args + " >" + out.string() + " 2>" + err.string();
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  Result runner(const std::string& args) const { return runner::test::run_runner(args, dir_); }
 
   // One integer from a query on the test database.
-  std::int64_t query(const std::string& sql) {
-    sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open_v2(db_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* stmt = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
-    std::int64_t value = -1;
-    if (sqlite3_step(stmt) == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-    return value;
-  }
-
-  std::string query_text(const std::string& sql) {
-    sqlite3* db = nullptr;
-    sqlite3_open_v2(db_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* stmt = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
-    std::string value;
-    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr)
-      value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-    return value;
+  std::int64_t query(const std::string& sql) const { return runner::test::query_int(db_, sql); }
+  std::string query_text(const std::string& sql) const {
+    return runner::test::query_text(db_, sql);
   }
 
   std::string db_arg() const { return "--db " + db_.string(); }
-
-  fs::path dir_;
-  fs::path db_;
 };
 
 const char* kSmallTrain = R"([experiment]
@@ -186,7 +122,7 @@ warmup = 0
 )");
   const Result r =
       runner("run " + file.string() + " " + db_arg() + " --plugin-path " +
-             (kTestPlugins / "good").string());
+             runner::test::test_plugins("good").string());
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
   EXPECT_EQ(query_text("SELECT error FROM runs"), "tiny_linear: forward failed on purpose");
@@ -236,7 +172,7 @@ TEST_F(BadInputTest, UnknownSectionSuggestsTheClosestOne) {
                   "error: " + file.string() +
                       ":24:1: unknown section [modle]; did you mean [model]?\n"
                       "hint: known sections: experiment, device, model, data, optimizer, "
-                      "train, infer, plugins, sweep, trial\n");
+                      "train, infer, distributed, comm_hook, plugins, sweep, trial\n");
 }
 
 TEST_F(BadInputTest, WrongTypeHasFileLineColumn) {
@@ -271,13 +207,14 @@ TEST_F(BadInputTest, UnknownPluginListsTheAvailableOnes) {
 TEST_F(BadInputTest, MismatchedPluginAbiNamesTheFile) {
   const fs::path file = write("abi.toml", kSmallTrain);
   const fs::path lib =
-      fs::canonical(kTestPlugins / "bad_abi" / "runner_plugin_test_bad_abi.so");
+      fs::canonical(runner::test::test_plugins("bad_abi") / "runner_plugin_test_bad_abi.so");
   const Result r = runner("run " + file.string() + " " + db_arg() + " --plugin-path " +
                           lib.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
             "error: plugin library '" + lib.string() +
-                "' does not match this runner: SDK ABI version: expected 2, found 999");
+                "' does not match this runner: SDK ABI version: expected " +
+                std::to_string(RUNNER_SDK_ABI_VERSION) + ", found 999");
   EXPECT_FALSE(fs::exists(db_));
 }
 

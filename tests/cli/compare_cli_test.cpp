@@ -4,35 +4,25 @@
 // tested over 1000 seeded comparisons in tests/store/compare_test.cpp, not
 // by one run here, which would fail 5 % of the time by design.)
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <filesystem>
-#include <fstream>
-#include <random>
+#include <memory>
 #include <sstream>
+#include <string>
 
-namespace fs = std::filesystem;
+#include "support/cli_harness.hpp"
 
 namespace {
 
-const fs::path kRunner = fs::path(RUNNER_BINARY_DIR) / "bin" / "runner";
-const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using runner::test::Result;
 
 class CompareCliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() /
-                        ("runner-compare-" + std::to_string(std::random_device{}())));
-    fs::create_directories(*dir_);
+    dir_ = std::make_unique<runner::test::TempDir>("runner-compare-");
     // Two delays 5 % apart dominate the tiny model's own step time (and the
     // scheduler noise of a busy 2-core machine). Ten repetitions each,
     // interleaved, as docs/method.md recommends. The test runs serially.
-    std::ofstream(*dir_ / "slowdown.toml") << R"([experiment]
+    dir_->write("slowdown.toml", R"([experiment]
 name = "slowdown"
 repeats = 10
 [device]
@@ -49,32 +39,15 @@ steps = 30
 warmup = 3
 [sweep]
 "model.delay_us" = [20000.0, 21000.0]
-)";
-    const Result r = run("run " + (*dir_ / "slowdown.toml").string());
+)");
+    const Result r = run("run " + (dir_->path() / "slowdown.toml").string());
     ASSERT_EQ(r.code, 0) << r.err;
   }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
+  static void TearDownTestSuite() { dir_.reset(); }
 
   static Result run(const std::string& args) {
-    const std::string cmd = "env -u RUNNER_DB -u RUNNER_PLUGIN_PATH " + kRunner.string() + " " +
-                            args + " --db " + (*dir_ / "runs.db").string() + " --plugin-path " +
-                            kGood.string() + " >" + (*dir_ / "out").string() + " 2>" +
-                            (*dir_ / "err").string();
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(*dir_ / "out");
-    r.err = slurp(*dir_ / "err");
-    return r;
-  }
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
+    return runner::test::run_runner(args, dir_->path(),
+                                    {dir_->path() / "runs.db", runner::test::test_plugins("good")});
   }
   static std::string line_of(const std::string& text, const std::string& start) {
     std::istringstream in(text);
@@ -83,10 +56,8 @@ warmup = 3
     return {};
   }
 
-  static fs::path* dir_;
+  static inline std::unique_ptr<runner::test::TempDir> dir_;
 };
-
-fs::path* CompareCliTest::dir_ = nullptr;
 
 TEST_F(CompareCliTest, AFivePercentSlowdownIsDetectedWithTheRightSign) {
   const Result r = run("compare experiment:slowdown --by model.delay_us");

@@ -1,62 +1,26 @@
 // End to end: `runner merge` on shard databases written through the store,
 // checking exit codes, exact messages, the report and the rows merged.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "runner/store/store.hpp"
+#include "support/cli_harness.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kRunner = fs::path(RUNNER_BINARY_DIR) / "bin" / "runner";
+using runner::test::Result;
+using runner::test::slurp;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class MergeCliTest : public ::testing::Test {
+class MergeCliTest : public runner::test::CliTestBase {
  protected:
-  void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("runner-merge-cli-" + std::to_string(rd()));
-    fs::create_directories(dir_);
-    a_ = dir_ / "a.db";
-    b_ = dir_ / "b.db";
-    all_ = dir_ / "all.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  MergeCliTest() : CliTestBase("runner-merge-cli-") {}
 
-  Result runner(const std::string& args) {
-    const fs::path out = dir_ / "stdout.txt";
-    const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = "env -u RUNNER_DB -u RUNNER_PLUGIN_PATH " + kRunner.string() + " " +
-                            args + " >" + out.string() + " 2>" + err.string();
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
+  Result runner(const std::string& args) const { return runner::test::run_runner(args, dir_); }
 
   /// A shard as `runner run --shard K/N` leaves it: the shared experiment,
   /// the given trials with two finished runs each (three samples per run).
@@ -82,31 +46,14 @@ class MergeCliTest : public ::testing::Test {
   }
 
   static std::int64_t query(const fs::path& db_path, const std::string& sql) {
-    sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* stmt = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
-    std::int64_t value = -1;
-    if (sqlite3_step(stmt) == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-    return value;
+    return runner::test::query_int(db_path, sql);
   }
 
   static std::string integrity(const fs::path& db_path) {
-    sqlite3* db = nullptr;
-    sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* stmt = nullptr;
-    sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &stmt, nullptr);
-    std::string value;
-    if (sqlite3_step(stmt) == SQLITE_ROW)
-      value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-    return value;
+    return runner::test::query_text(db_path, "PRAGMA integrity_check");
   }
 
-  fs::path dir_, a_, b_, all_;
+  const fs::path a_ = dir_ / "a.db", b_ = dir_ / "b.db", all_ = dir_ / "all.db";
 };
 
 TEST_F(MergeCliTest, MergesShardsAndReportsWhatItAdded) {
@@ -167,7 +114,7 @@ TEST_F(MergeCliTest, MissingInputIsBadInputAndWritesNothing) {
 
 TEST_F(MergeCliTest, ForeignInputIsBadInputAndWritesNothing) {
   write_shard(a_, {"t1"});
-  std::ofstream(b_) << std::string(300, 'x');
+  runner::test::write_file(b_, std::string(300, 'x'));
   const Result r = runner("merge " + a_.string() + " " + b_.string() + " --into " + all_.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),

@@ -2,79 +2,41 @@
 // child processes, resume, stop policy, SIGKILL of the runner, shards.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <random>
-#include <sstream>
-#include <thread>
+#include <string>
+
+#include "support/cli_harness.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kRunner = fs::path(RUNNER_BINARY_DIR) / "bin" / "runner";
-const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
+using runner::test::Result;
+using runner::test::slurp;
+using runner::test::spawn;
+using runner::test::wait_until;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+const fs::path kGood = runner::test::test_plugins("good");
 
-class RunTest : public ::testing::Test {
+class RunTest : public runner::test::CliTestBase {
  protected:
-  void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("runner-run-" + std::to_string(rd()));
-    fs::create_directories(dir_);
-    db_ = dir_ / "runs.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return dir_ / name;
-  }
+  RunTest() : CliTestBase("runner-run-") {}
 
   std::string command(const std::string& args) const {
-    return "env -u RUNNER_DB -u RUNNER_PLUGIN_PATH " + kRunner.string() + " " + args +
-           " --db " + db_.string() + " --plugin-path " + kGood.string();
+    return runner::test::runner_command(args, {db_, kGood});
   }
 
-  Result runner(const std::string& args) {
-    const std::string cmd = command(args) + " >" + (dir_ / "out").string() + " 2>" +
-                            (dir_ / "err").string();
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir_ / "out");
-    r.err = slurp(dir_ / "err");
-    return r;
+  Result runner(const std::string& args) const {
+    return runner::test::run_runner(args, dir_, {db_, kGood});
   }
 
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
-  std::string query(const std::string& sql) {
-    sqlite3* db = nullptr;
-    sqlite3_open_v2(db_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt* stmt = nullptr;
-    std::string value;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
-        sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr)
-      value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-    return value;
+  // Read while the runner may still be creating or writing the database.
+  std::string query(const std::string& sql) const {
+    return runner::test::query_text(db_, sql, runner::test::OnDbError::ignore);
   }
 
   std::string status_of(const std::string& label) {
@@ -82,8 +44,6 @@ class RunTest : public ::testing::Test {
                  "trials ON trials.id = runs.trial_id WHERE trials.label = '" + label +
                  "' ORDER BY runs.id)");
   }
-
-  fs::path dir_, db_;
 };
 
 // Five trials of one tiny model: one healthy, four that fail in different ways.
@@ -210,17 +170,11 @@ warmup = 0
 [sweep]
 "optimizer.lr" = [0.1, 0.01, 0.001]
 )");
-  const std::string cmd = command("run " + file.string()) + " >/dev/null 2>&1";
-  const pid_t pid = ::fork();
+  const pid_t pid = spawn(command("run " + file.string()) + " >/dev/null 2>&1");
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   // Wait (bounded) until the second run has started, then kill the runner outright.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (query("SELECT count(*) FROM runs") < "2" && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(60),
+             [&] { return query("SELECT count(*) FROM runs") >= "2"; });
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -293,12 +247,9 @@ TEST_F(RunTest, RerunRunsTheStoredConfigurationAndNamesChangedPlugins) {
   const fs::path lib = plugins / "runner_plugin_test_good.so";
   fs::copy_file(kGood / "runner_plugin_test_good.so", lib);
   const fs::path file = write("tiny.toml", std::string(kTiny) + "[plugins]\npath = \"plugins\"\n");
+  // Without --plugin-path: the experiment file names the plugin folder.
   auto run = [&](const std::string& args) {
-    const std::string cmd = "env -u RUNNER_DB -u RUNNER_PLUGIN_PATH " + kRunner.string() + " " +
-                            args + " --db " + db_.string() + " >" + (dir_ / "out").string() +
-                            " 2>" + (dir_ / "err").string();
-    const int status = std::system(cmd.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return runner::test::run_runner(args, dir_, {db_, {}}).code;
   };
   ASSERT_EQ(run("run " + file.string()), 0) << slurp(dir_ / "err");
   ASSERT_EQ(run("rerun 1"), 0) << slurp(dir_ / "err");
@@ -326,16 +277,6 @@ TEST_F(RunTest, RerunRunsTheStoredConfigurationAndNamesChangedPlugins) {
                                      "\nhint: run 'runner runs' to list the recorded runs\n");
 }
 
-// Starts the runner in the background; returns its pid.
-pid_t spawn(const std::string& cmd) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
 TEST_F(RunTest, CtrlCStopsTheRunCleanlyAndASecondOneKillsIt) {
   std::string text = kTiny;
   text.replace(text.find("steps = 20"), 10, "steps = 100000000");
@@ -346,9 +287,7 @@ TEST_F(RunTest, CtrlCStopsTheRunCleanlyAndASecondOneKillsIt) {
   // Bounded wait until steps are being taken: the run reports progress (on
   // stderr, every two seconds) only from inside its loop.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (slurp(dir_ / "err").find(" step ") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_until(deadline, [&] { return slurp(dir_ / "err").find(" step ") != std::string::npos; });
   ASSERT_EQ(::kill(pid, SIGINT), 0);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -369,9 +308,9 @@ TEST_F(RunTest, CtrlCStopsTheRunCleanlyAndASecondOneKillsIt) {
                "plugin = \"tiny_linear\"\nhang_in_factory = true");
   const fs::path hung = write("hang.toml", hang);
   const pid_t second = spawn(command("run " + hung.string()) + " >/dev/null 2>/dev/null");
-  while (query("SELECT count(*) FROM runs WHERE fingerprint_id IS NOT NULL") != "2" &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_until(deadline, [&] {
+    return query("SELECT count(*) FROM runs WHERE fingerprint_id IS NOT NULL") == "2";
+  });
   ASSERT_EQ(::kill(second, SIGINT), 0);
   ASSERT_EQ(::kill(second, SIGTERM), 0);
   ::waitpid(second, &status, 0);
