@@ -321,4 +321,45 @@ TEST_F(RunTest, CtrlCStopsTheRunCleanlyAndASecondOneKillsIt) {
   EXPECT_EQ(query("PRAGMA integrity_check"), "ok");
 }
 
+// --- data-parallel runs -----------------------------------------------------------
+
+TEST_F(RunTest, ADistributedSweepRecordsTheCommPhaseAndNamesAFailingRank) {
+  // Trial 1: two healthy ranks; trial 2: rank 1 throws at its fourth step.
+  const fs::path file = write("dp.toml", std::string(kTiny) +
+                                             "[device]\nthreads = 1\n"
+                                             "[distributed]\nworld_size = 2\ntimeout = 30\n"
+                                             "[[trial]]\n"
+                                             "[[trial]]\n\"model.throw_at_step\" = 3\n"
+                                             "\"model.fail_rank\" = 1\n");
+  const Result r = runner("run " + file.string());
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(query("SELECT group_concat(status, ',') FROM (SELECT status FROM runs ORDER BY id)"),
+            "finished,failed");
+  const std::string error = query("SELECT error FROM runs WHERE id = 2");
+  const std::string expected = "rank 1: tiny_linear: forward failed on purpose (rank 0: ";
+  EXPECT_EQ(error.substr(0, expected.size()), expected) << error;
+  // The healthy run: every measured step has a comm phase, and the hook's library is recorded.
+  EXPECT_EQ(query("SELECT count(*) FROM samples WHERE run_id = 1 AND warmup = 0 AND comm_ns > 0"),
+            "20");
+  EXPECT_EQ(query("SELECT n FROM summaries WHERE run_id = 1 AND metric = 'comm'"), "20");
+  EXPECT_EQ(query("SELECT value FROM metrics WHERE run_id = 1 AND name = 'world_size'"), "2.0");
+  EXPECT_EQ(query("SELECT name FROM run_plugins WHERE run_id = 1 AND kind = 'comm_hook'"),
+            "allreduce");
+  const Result show = runner("show 1");
+  EXPECT_EQ(show.code, 0) << show.err;
+  EXPECT_NE(show.out.find("\ncomm "), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("comm_hook  allreduce"), std::string::npos) << show.out;
+}
+
+TEST_F(RunTest, ADistributedRunRefusesToRunInProcess) {
+  const fs::path file = write("dp.toml", std::string(kTiny) + "[distributed]\n");
+  const Result r = runner("run " + file.string() + " --isolate none");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "error: trial 1 is a [distributed] run, which needs process isolation\n"
+            "hint: drop --isolate none: the other ranks are forked from the run process before it "
+            "runs any operator, which only a fresh run process guarantees\n");
+  EXPECT_FALSE(fs::exists(db_));
+}
+
 }  // namespace
