@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instrumentation overhead of runner against the bare LibTorch loop.
 #
-# Runs the quickstart workload (MLP 64-256-256-10, batch 64, SGD) three ways,
-# alternating within each round so machine drift hits all three alike:
+# Runs the quickstart workload (MLP 32-64-64-10, batch 32, SGD, 1 thread;
+# other sizes with --hidden/--batch/--features) three ways, alternating
+# within each round so machine drift hits all three alike:
 #   bare    build/bin/runner-bare-loop
 #   none    runner run --isolate none   (the run in the CLI process)
 #   proc    runner run                  (default: the run in a child process)
@@ -19,7 +20,11 @@
 #           bare:   whole loop wall time / (warmup + steps)
 # A ratio of 1.010 is 1 % overhead.
 #
+# The bookkeeping itself is measured directly by build/bin/runner-bookkeeping;
+# this end-to-end ratio is the cross-check (docs/benchmarks.md).
+#
 # usage: bench/overhead.sh [--rounds N] [--steps N] [--warmup N] [--threads N]
+#                          [--hidden A,B] [--batch N] [--features N]
 #                          [--runner PATH] [--bare PATH] [--keep]
 set -euo pipefail
 
@@ -47,7 +52,7 @@ while [[ $# -gt 0 ]]; do
     --runner) runner="$2"; shift 2 ;;
     --bare) bare="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "overhead.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done

@@ -13,11 +13,17 @@ machine drift hits them alike, each in a fresh process:
 Python sides time each step with time.perf_counter_ns from before the batch
 is drawn to after optimizer.step(), read loss.item() after the clock stops,
 and report measured steps / sum of measured step times, as runner does.
+The ratio runner/eager is taken per round from those steps/s, and also from
+the median step times ("p50"), which preemption by other processes disturbs
+far less; both are summarised over the rounds.
 
-Configurations:
-  quickstart  MLP 64-256-256-10, batch 64 (overhead-bound: small layers)
-  compute     MLP 1024-2048-2048-10, batch 256 (compute-bound: ~0.17 s a step
-              at one thread)
+Configurations (the default runs the first three):
+  quickstart  MLP 32-64-64-10, batch 32, as experiments/quickstart.toml
+              (overhead-bound: ~0.1 ms a step, mostly per-operator dispatch)
+  medium      MLP 64-256-256-10, batch 64 (the quickstart before; arithmetic
+              already dominates its ~0.5-0.9 ms step)
+  compute     MLP 1024-2048-2048-10, batch 256 (compute-bound: 0.1-0.17 s a
+              step at one thread)
   tiny        MLP 16-32-32-10, batch 8 (pure dispatch overhead; only with
               --configs tiny)
 
@@ -40,9 +46,9 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 CONFIGS = {
     # name: hidden, features, batch, measured steps, warm-up steps
-    "quickstart": dict(hidden=[256, 256], features=64, batch=64, steps=2000, warmup=50),
+    "quickstart": dict(hidden=[64, 64], features=32, batch=32, steps=3000, warmup=50),
+    "medium": dict(hidden=[256, 256], features=64, batch=64, steps=2000, warmup=50),
     "compute": dict(hidden=[2048, 2048], features=1024, batch=256, steps=30, warmup=5),
-    "small": dict(hidden=[64, 64], features=32, batch=32, steps=3000, warmup=50),
     # Not run by default: per-op dispatch only, almost no arithmetic.
     "tiny": dict(hidden=[32, 32], features=16, batch=8, steps=3000, warmup=50),
 }
@@ -202,7 +208,7 @@ def main():
     ap.add_argument("--runner", default=os.path.join(here, "..", "build", "bin", "runner"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--configs", default="quickstart,compute",
+    ap.add_argument("--configs", default="quickstart,medium,compute",
                     help="comma-separated subset of: " + ", ".join(CONFIGS))
     ap.add_argument("--steps", type=int, help="measured steps (default: per configuration)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile side")
@@ -240,7 +246,10 @@ def main():
             print(f"\n== {name}: hidden {config['hidden']}, features {config['features']}, "
                   f"batch {config['batch']}, {steps} measured steps after {warmup} warm-up")
             results = {s: [] for s in sides}
-            ratios = {"runner/eager": [], "runner/compile": [], "compile/eager": []}
+            # "p50" ratios compare median step times, which preemption by
+            # other processes disturbs far less than the mean (steps/s).
+            ratios = {"runner/eager": [], "runner/compile": [], "compile/eager": [],
+                      "runner/eager p50": []}
             compile_error = None
             for r in range(args.rounds):
                 order = sides[r % len(sides):] + sides[:r % len(sides)]
@@ -266,6 +275,8 @@ def main():
                 if "eager" in got:
                     ratios["runner/eager"].append(got["runner"]["steps_per_s"] /
                                                   got["eager"]["steps_per_s"])
+                    ratios["runner/eager p50"].append(got["eager"]["median_step_ns"] /
+                                                      got["runner"]["median_step_ns"])
                 if "compile" in got:
                     ratios["runner/compile"].append(got["runner"]["steps_per_s"] /
                                                     got["compile"]["steps_per_s"])
@@ -274,7 +285,8 @@ def main():
                 extra = (f"  (compile first step {got['compile']['first_step_s']:.1f} s)"
                          if "compile" in got else "")
                 print(f"  round {r + 1} [{','.join(order)}] steps/s: " + "  ".join(cells) +
-                      f"  runner/eager {ratios['runner/eager'][-1]:.3f}" + extra +
+                      f"  runner/eager {ratios['runner/eager'][-1]:.3f}"
+                      f" (p50 {ratios['runner/eager p50'][-1]:.3f})" + extra +
                       f"  load {loadavg()}")
             record["configs"][name] = {"results": results, "ratios": ratios,
                                        "compile_error": compile_error}
@@ -284,12 +296,13 @@ def main():
     print(f"\nsteps/s and per-round ratios: median [min, max] over {args.rounds} rounds, "
           f"threads={args.threads}, load at end: {loadavg()}")
     header = ["config", "runner", "python eager", "torch.compile", "runner/eager",
-              "runner/compile"]
+              "runner/eager p50", "runner/compile"]
     rows = []
     for name, results, ratios, compile_error in summary:
         rows.append([name, med_range(results["runner"]), med_range(results["eager"]),
                      med_range(results.get("compile", [])) if not compile_error else "failed",
-                     med_range(ratios["runner/eager"]), med_range(ratios["runner/compile"])])
+                     med_range(ratios["runner/eager"]), med_range(ratios["runner/eager p50"]),
+                     med_range(ratios["runner/compile"])])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for row in [header] + rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
