@@ -47,7 +47,10 @@ class Mlp final : public runner::Model {
   torch::nn::Module& module() override { return *net_; }
 
   torch::Tensor forward(const runner::Batch& batch) override {
-    return net_->forward(batch.inputs.reshape({batch.inputs.size(0), in_features_}));
+    const torch::Tensor& x = batch.inputs;
+    // Flatten only when needed: a view costs a dispatch on every step.
+    if (x.dim() == 2 && x.size(1) == in_features_) return net_->forward(x);
+    return net_->forward(x.reshape({x.size(0), in_features_}));
   }
 
   torch::Tensor loss(const torch::Tensor& output, const runner::Batch& batch) override {

@@ -240,7 +240,7 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
   optimizer.step();
   w.optimizer->on_step_end(step);
   clock.end_phase(Phase::optimizer);
-  return loss.detach();
+  return loss;  // its graph is freed by backward; read with item() after the step's clock stops
 }
 
 void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
