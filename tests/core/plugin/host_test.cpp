@@ -33,8 +33,10 @@ TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
   EXPECT_EQ(host.names(runner::PluginKind::model), std::vector<std::string>{"mlp"});
   EXPECT_EQ(host.names(runner::PluginKind::optimizer), std::vector<std::string>{"sgd"});
   EXPECT_EQ(host.names(runner::PluginKind::loader), std::vector<std::string>{"synthetic"});
+  EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
+            (std::vector<std::string>{"allreduce", "compressed_allreduce"}));
   EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());
-  ASSERT_EQ(host.libraries().size(), 3u);
+  ASSERT_EQ(host.libraries().size(), 4u);
   const runner::PluginDescriptor* mlp = host.find(runner::PluginKind::model, "mlp");
   ASSERT_NE(mlp, nullptr);
   ASSERT_NE(mlp->schema.find("hidden"), nullptr);
@@ -65,7 +67,8 @@ TEST(PluginHost, RejectsMismatchedAbiNamingFileExpectedAndFound) {
   const fs::path file = plugin_file("bad_abi");
   EXPECT_THROW_MSG(host.load(file), runner::Error,
                    "plugin library '" + file.string() +
-                       "' does not match this runner: SDK ABI version: expected 2, found 999");
+                       "' does not match this runner: SDK ABI version: expected " +
+                       std::to_string(RUNNER_SDK_ABI_VERSION) + ", found 999");
   try {
     host.load(file);
   } catch (const runner::Error& e) {
