@@ -37,6 +37,8 @@
 #include <string_view>
 #include <vector>
 
+#include "flags.hpp"
+
 namespace {
 
 struct Settings {
@@ -67,28 +69,11 @@ struct Settings {
 }
 
 std::int64_t to_int(std::string_view flag, const std::string& text, std::int64_t min) {
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= min) return v;
-  } catch (const std::exception&) {
-  }
-  std::fprintf(stderr, "runner-bare-loop: %.*s needs an integer >= %lld, got '%s'\n",
-               static_cast<int>(flag.size()), flag.data(), static_cast<long long>(min),
-               text.c_str());
-  std::exit(2);
+  return bench::flag_integer("runner-bare-loop", flag, text, min);
 }
 
 double to_double(std::string_view flag, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && v >= 0) return v;
-  } catch (const std::exception&) {
-  }
-  std::fprintf(stderr, "runner-bare-loop: %.*s needs a number >= 0, got '%s'\n",
-               static_cast<int>(flag.size()), flag.data(), text.c_str());
-  std::exit(2);
+  return bench::flag_number("runner-bare-loop", flag, text, 0);
 }
 
 Settings parse(int argc, char** argv) {

@@ -33,6 +33,7 @@
 
 #include <unistd.h>
 
+#include "flags.hpp"
 #include "runner/core/engine/engine.hpp"
 #include "runner/core/engine/phase_clock.hpp"
 #include "runner/core/engine/step_loop.hpp"
@@ -70,15 +71,7 @@ struct Settings {
 }
 
 double to_number(std::string_view flag, const std::string& text, double min) {
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && v >= min) return v;
-  } catch (const std::exception&) {
-  }
-  std::fprintf(stderr, "runner-bookkeeping: %.*s needs a number >= %g, got '%s'\n",
-               static_cast<int>(flag.size()), flag.data(), min, text.c_str());
-  std::exit(2);
+  return bench::flag_number("runner-bookkeeping", flag, text, min);
 }
 
 Settings parse(int argc, char** argv) {
