@@ -10,6 +10,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "runner/core/common/error.hpp"
 
@@ -36,6 +38,49 @@ void on_child_interrupt(int) { g_child_stop.store(true); }
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
 using Clock = std::chrono::steady_clock;
+
+// A pipe whose ends are not inherited by exec'd programs.
+std::pair<int, int> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw Error(std::string("cannot create a pipe: ") + std::strerror(errno), {}, ErrorKind::run);
+  return {fds[0], fds[1]};
+}
+
+bool write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Everything until end of file.
+std::string read_all(int fd) {
+  std::string out;
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) out.append(buffer, static_cast<std::size_t>(n));
+  return out;
+}
+
+// fork(); the child dies with this process (PR_SET_PDEATHSIG). Throws when
+// fork fails, naming `what`.
+pid_t fork_linked(const std::string& what) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw Error("cannot fork " + what + ": " + std::strerror(errno), {}, ErrorKind::run);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(125);  // the parent died before prctl
+  }
+  return pid;
+}
 
 }  // namespace
 
@@ -69,30 +114,17 @@ void Interrupts::reset() {
 }
 
 std::string capture_in_child(const std::function<std::string()>& body) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw Error(std::string("cannot create a pipe: ") + std::strerror(errno), {}, ErrorKind::run);
-  const int read_end = fds[0], write_end = fds[1];
+  const auto [read_end, write_end] = make_pipe();
   ChildOptions options;
   options.timeout = std::chrono::duration<double>(600.0);
   const ChildExit exit = run_in_child(
-      [&]() -> int {
+      [&, read_end = read_end, write_end = write_end]() -> int {
         ::close(read_end);
-        const std::string text = body();
-        std::size_t done = 0;
-        while (done < text.size()) {
-          const ssize_t n = ::write(write_end, text.data() + done, text.size() - done);
-          if (n <= 0) return 1;
-          done += static_cast<std::size_t>(n);
-        }
-        return 0;
+        return write_all(write_end, body()) ? 0 : 1;
       },
       options);
   ::close(write_end);
-  std::string out;
-  char buffer[4096];
-  ssize_t n = 0;
-  while ((n = ::read(read_end, buffer, sizeof buffer)) > 0) out.append(buffer, static_cast<std::size_t>(n));
+  const std::string out = read_all(read_end);
   ::close(read_end);
   if (exit.kind != ChildExit::Kind::exited || exit.exit_code != 0)
     throw Error("a probe process failed" +
@@ -106,18 +138,12 @@ bool child_stop_requested() { return g_child_stop.load(std::memory_order_relaxed
 const std::atomic<bool>& child_stop_flag() { return g_child_stop; }
 
 ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& options) {
-  const pid_t parent = ::getpid();
   const auto start = Clock::now();
-  const pid_t pid = ::fork();
-  if (pid < 0)
-    throw Error(std::string("cannot fork a run process: ") + std::strerror(errno), {},
-                ErrorKind::run);
+  const pid_t pid = fork_linked("a run process");
   if (pid == 0) {
     // Child: its own process group, so a terminal's Ctrl-C reaches only the
-    // parent, which forwards exactly one SIGINT; dies if the parent dies.
+    // parent, which forwards exactly one SIGINT.
     ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(125);  // the parent died before prctl
     struct sigaction action {};
     action.sa_handler = on_child_interrupt;
     sigemptyset(&action.sa_mask);
@@ -202,22 +228,17 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
 Companions::~Companions() { stop(); }
 
 void Companions::spawn(const std::string& name, const std::function<std::string()>& body) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw Error(std::string("cannot create a pipe for ") + name + ": " + std::strerror(errno), {},
-                ErrorKind::run);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int error = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw Error("cannot fork " + name + ": " + std::strerror(error), {}, ErrorKind::run);
+  const auto [read_end, write_end] = make_pipe();
+  pid_t pid = -1;
+  try {
+    pid = fork_linked(name);
+  } catch (...) {
+    ::close(read_end);
+    ::close(write_end);
+    throw;
   }
   if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(125);  // the parent died before prctl
-    ::close(fds[0]);
+    ::close(read_end);
     std::string text;
     try {
       text = body();
@@ -227,20 +248,11 @@ void Companions::spawn(const std::string& name, const std::function<std::string(
       text = "unknown exception";
     }
     if (text.empty()) text = "ended without an error message";
-    const char* data = text.data();
-    std::size_t left = text.size();
-    while (left > 0) {
-      const ssize_t n = ::write(fds[1], data, left);
-      if (n <= 0 && errno != EINTR) break;
-      if (n > 0) {
-        data += n;
-        left -= static_cast<std::size_t>(n);
-      }
-    }
+    (void)write_all(write_end, text);
     ::_exit(1);
   }
-  ::close(fds[1]);
-  children_.push_back({name, pid, fds[0]});
+  ::close(write_end);
+  children_.push_back({name, pid, read_end});
 }
 
 void Companions::stop() {
@@ -252,11 +264,7 @@ void Companions::stop() {
     }
     child.pid = -1;
     // A child writes its text before it exits, so once reaped all of it is in the pipe.
-    std::string text;
-    char buffer[4096];
-    ssize_t n = 0;
-    while ((n = ::read(child.error_fd, buffer, sizeof buffer)) > 0)
-      text.append(buffer, static_cast<std::size_t>(n));
+    const std::string text = read_all(child.error_fd);
     ::close(child.error_fd);
     child.error_fd = -1;
     if (!text.empty()) {

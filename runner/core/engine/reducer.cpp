@@ -30,6 +30,11 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> parameters,
     if (current.members.empty()) return;
     const auto& first = parameters_[current.members.front()];
     current.flat = torch::empty({elements}, first.options().requires_grad(false));
+    for (std::size_t k = 0; k < current.members.size(); ++k) {
+      const auto& p = parameters_[current.members[k]];
+      current.slices.push_back(
+          current.flat.narrow(0, current.offsets[k], p.numel()).view(p.sizes()));
+    }
     buckets_.push_back(std::move(current));
     current = Bucket{};
     bytes = elements = 0;
@@ -63,12 +68,11 @@ std::int64_t GradientReducer::reduce() {
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];
     for (std::size_t k = 0; k < bucket.members.size(); ++k) {
-      const auto& p = parameters_[bucket.members[k]];
-      auto slice = bucket.flat.narrow(0, bucket.offsets[k], p.numel());
-      if (p.grad().defined()) {
-        slice.copy_(p.grad().reshape({-1}));
+      const auto& grad = parameters_[bucket.members[k]].grad();
+      if (grad.defined()) {
+        bucket.slices[k].copy_(grad);
       } else {
-        slice.zero_();
+        bucket.slices[k].zero_();
       }
     }
     const CommResult result = hook_.reduce(bucket.flat, static_cast<std::int64_t>(b), group_);
@@ -81,10 +85,14 @@ std::int64_t GradientReducer::reduce() {
                       std::to_string(bucket.flat.numel()) + " elements",
                   "a comm hook must return the reduced bucket, same shape and dtype as its input",
                   ErrorKind::run);
-    const torch::Tensor reduced = result.reduced.reshape({-1});
+    // An in-place hook (the usual case) leaves the result in `flat`, whose
+    // views exist already; another tensor is cut up here.
+    const bool in_place = result.reduced.data_ptr() == bucket.flat.data_ptr();
+    const torch::Tensor reduced = in_place ? bucket.flat : result.reduced.reshape({-1});
     for (std::size_t k = 0; k < bucket.members.size(); ++k) {
       torch::Tensor p = parameters_[bucket.members[k]];
-      const auto slice = reduced.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
+      const auto slice = in_place ? bucket.slices[k]
+                                  : reduced.narrow(0, bucket.offsets[k], p.numel()).view(p.sizes());
       if (p.grad().defined()) {
         p.mutable_grad().copy_(slice);
       } else {

@@ -45,6 +45,7 @@ class GradientReducer {
     std::vector<std::size_t> members;   // indices into parameters_
     std::vector<std::int64_t> offsets;  // element offset of each member in `flat`
     torch::Tensor flat;
+    std::vector<torch::Tensor> slices;  // views of `flat` shaped like each member, made once
   };
   std::vector<torch::Tensor> parameters_;
   std::vector<Bucket> buckets_;
