@@ -105,21 +105,8 @@ TEST_F(CliTest, RunRecordsExperimentTrialRunsSamplesAndFingerprint) {
 }
 
 TEST_F(CliTest, AFailedRunExitsOneAndIsRecordedWithItsError) {
-  const fs::path file = write("fails.toml", R"([model]
-plugin = "tiny_linear"
-throw_at_step = 2
-
-[data]
-plugin = "tiny_data"
-batch_size = 8
-
-[optimizer]
-plugin = "sgd"
-
-[train]
-steps = 5
-warmup = 0
-)");
+  const fs::path file =
+      write("fails.toml", runner::test::tiny_experiment({.model = "throw_at_step = 2", .steps = 5}));
   const Result r =
       runner("run " + file.string() + " " + db_arg() + " --plugin-path " +
              runner::test::test_plugins("good").string());

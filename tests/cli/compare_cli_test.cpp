@@ -22,24 +22,15 @@ class CompareCliTest : public ::testing::Test {
     // Two delays 5 % apart dominate the tiny model's own step time (and the
     // scheduler noise of a busy 2-core machine). Ten repetitions each,
     // interleaved, as docs/method.md recommends. The test runs serially.
-    dir_->write("slowdown.toml", R"([experiment]
+    dir_->write("slowdown.toml", runner::test::tiny_experiment({.steps = 30, .warmup = 3,
+                                                                .rest = R"([experiment]
 name = "slowdown"
 repeats = 10
 [device]
 threads = 1
-[model]
-plugin = "tiny_linear"
-[data]
-plugin = "tiny_data"
-batch_size = 8
-[optimizer]
-plugin = "sgd"
-[train]
-steps = 30
-warmup = 3
 [sweep]
 "model.delay_us" = [20000.0, 21000.0]
-)");
+)"}));
     const Result r = run("run " + (dir_->path() / "slowdown.toml").string());
     ASSERT_EQ(r.code, 0) << r.err;
   }

@@ -47,23 +47,10 @@ class RunTest : public runner::test::CliTestBase {
 };
 
 // Five trials of one tiny model: one healthy, four that fail in different ways.
-const char* kFailures = R"([experiment]
+const std::string kFailures = runner::test::tiny_experiment({.steps = 10,
+                                                             .rest = R"([experiment]
 name = "failures"
 timeout = "2s"
-
-[model]
-plugin = "tiny_linear"
-
-[data]
-plugin = "tiny_data"
-batch_size = 8
-
-[optimizer]
-plugin = "sgd"
-
-[train]
-steps = 10
-warmup = 0
 
 [[trial]]
 "model.nan_at_step" = -1
@@ -79,7 +66,7 @@ warmup = 0
 
 [[trial]]
 "model.nan_at_step" = 3
-)";
+)"});
 
 TEST_F(RunTest, EachFailureIsRecordedWithItsStatusAndTheSweepGoesOn) {
   const fs::path file = write("failures.toml", kFailures);
@@ -136,18 +123,8 @@ TEST_F(RunTest, ConsecutiveFailuresStopTheSweep) {
 }
 
 TEST_F(RunTest, InProcessRunsRecordTheSameWay) {
-  const fs::path file = write("ok.toml", R"([model]
-plugin = "tiny_linear"
-throw_at_step = 2
-[data]
-plugin = "tiny_data"
-batch_size = 8
-[optimizer]
-plugin = "sgd"
-[train]
-steps = 5
-warmup = 0
-)");
+  const fs::path file =
+      write("ok.toml", runner::test::tiny_experiment({.model = "throw_at_step = 2", .steps = 5}));
   const Result r = runner("run " + file.string() + " --isolate none");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(query("SELECT status || '|' || error FROM runs"),
@@ -155,21 +132,12 @@ warmup = 0
 }
 
 TEST_F(RunTest, ARunnerKilledMidSweepLeavesASoundDatabaseAndResumeCompletesIt) {
-  const fs::path file = write("long.toml", R"([experiment]
+  const fs::path file = write("long.toml", runner::test::tiny_experiment(
+                                              {.steps = 4000, .rest = R"([experiment]
 name = "long"
-[model]
-plugin = "tiny_linear"
-[data]
-plugin = "tiny_data"
-batch_size = 8
-[optimizer]
-plugin = "sgd"
-[train]
-steps = 4000
-warmup = 0
 [sweep]
 "optimizer.lr" = [0.1, 0.01, 0.001]
-)");
+)"}));
   const pid_t pid = spawn(command("run " + file.string()) + " >/dev/null 2>&1");
   ASSERT_GE(pid, 0);
   // Wait (bounded) until the second run has started, then kill the runner outright.
@@ -192,21 +160,12 @@ warmup = 0
 }
 
 TEST_F(RunTest, ShardsSplitTheRunsAndDryRunWritesNothing) {
-  const fs::path file = write("sweep.toml", R"([experiment]
+  const fs::path file = write("sweep.toml", runner::test::tiny_experiment(
+                                               {.steps = 3, .rest = R"([experiment]
 repeats = 2
-[model]
-plugin = "tiny_linear"
-[data]
-plugin = "tiny_data"
-batch_size = 8
-[optimizer]
-plugin = "sgd"
-[train]
-steps = 3
-warmup = 0
 [sweep]
 "optimizer.lr" = [0.1, 0.01, 0.001]
-)");
+)"}));
   const Result dry = runner("run " + file.string() + " --dry-run");
   EXPECT_EQ(dry.code, 0) << dry.err;
   EXPECT_NE(dry.out.find("6 of 6 runs would run; nothing was written"), std::string::npos)
@@ -225,20 +184,8 @@ warmup = 0
                      "hint: e.g. --shard 2/4 runs the second quarter of the runs\n");
 }
 
-const char* kTiny = R"([experiment]
-name = "tiny"
-[model]
-plugin = "tiny_linear"
-[data]
-plugin = "tiny_data"
-batch_size = 8
-[optimizer]
-plugin = "sgd"
-lr = 0.05
-[train]
-steps = 20
-warmup = 2
-)";
+const std::string kTiny = runner::test::tiny_experiment(
+    {.optimizer = "lr = 0.05", .steps = 20, .warmup = 2, .rest = "[experiment]\nname = \"tiny\"\n"});
 
 TEST_F(RunTest, RerunRunsTheStoredConfigurationAndNamesChangedPlugins) {
   // A private copy of the test plugin, so the test can change its file.
@@ -303,9 +250,9 @@ TEST_F(RunTest, CtrlCStopsTheRunCleanlyAndASecondOneKillsIt) {
   // A plugin that hangs never sees the polite request; the second interrupt
   // kills it. (SIGINT then SIGTERM: two different signals are never merged
   // into one delivery, two SIGINTs sent back to back can be.)
-  std::string hang = kTiny;
-  hang.replace(hang.find("plugin = \"tiny_linear\""), 22,
-               "plugin = \"tiny_linear\"\nhang_in_factory = true");
+  const std::string hang = runner::test::tiny_experiment(
+      {.model = "hang_in_factory = true", .optimizer = "lr = 0.05", .steps = 20, .warmup = 2,
+       .rest = "[experiment]\nname = \"tiny\"\n"});
   const fs::path hung = write("hang.toml", hang);
   const pid_t second = spawn(command("run " + hung.string()) + " >/dev/null 2>/dev/null");
   wait_until(deadline, [&] {

@@ -114,4 +114,15 @@ fs::path TempDir::write(const std::string& name, const std::string& text) const 
   return write_file(path_ / name, text);
 }
 
+std::string tiny_experiment(const TinyExperiment& e) {
+  auto lines = [](const std::string& text) {
+    return text.empty() || text.back() == '\n' ? text : text + "\n";
+  };
+  return "[model]\nplugin = \"tiny_linear\"\n" + lines(e.model) +
+         "[data]\nplugin = \"tiny_data\"\nbatch_size = 8\n"
+         "[optimizer]\nplugin = \"sgd\"\n" + lines(e.optimizer) +
+         "[train]\nsteps = " + std::to_string(e.steps) + "\nwarmup = " + std::to_string(e.warmup) +
+         "\n" + e.rest;
+}
+
 }  // namespace runner::test

@@ -84,6 +84,19 @@ std::int64_t query_int(const fs::path& db, const std::string& sql,
 std::string query_text(const fs::path& db, const std::string& sql,
                        OnDbError on_error = OnDbError::fail);
 
+/// An experiment on the test plugins (tests/plugins/good_plugin.cpp).
+struct TinyExperiment {
+  // (Initialised members, so designated initialisers may leave any out without a warning.)
+  std::string model = "";      ///< TOML lines added to [model] (tiny_linear), e.g. "throw_at_step = 2"
+  std::string optimizer = "";  ///< TOML lines added to [optimizer] (sgd), e.g. "lr = 0.05"
+  int steps = 20;              ///< [train] steps
+  int warmup = 0;              ///< [train] warmup
+  std::string rest = "";       ///< more tables after [train]: [experiment], [sweep], [[trial]], ...
+};
+/// Its text: [model] tiny_linear, [data] tiny_data with batch_size 8,
+/// [optimizer] sgd, [train], then `rest`.
+std::string tiny_experiment(const TinyExperiment& e);
+
 /// A fresh directory under the system's temporary folder, named `prefix`
 /// and a random number, removed with everything in it on destruction.
 class TempDir {
