@@ -34,9 +34,9 @@
 #include <unistd.h>
 
 #include "flags.hpp"
-#include "runner/core/engine/engine.hpp"
-#include "runner/core/engine/phase_clock.hpp"
-#include "runner/core/engine/step_loop.hpp"
+#include "runner/engine/engine.hpp"
+#include "runner/engine/phase_clock.hpp"
+#include "runner/engine/step_loop.hpp"
 #include "runner/store/stats.hpp"
 #include "runner/store/store.hpp"
 

@@ -1,12 +1,12 @@
-#include "runner/cli/args.hpp"
+#include "args.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <sstream>
 
-#include "runner/core/common/error.hpp"
-#include "runner/core/common/strings.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/strings.hpp"
 
 namespace runner::cli {
 

@@ -8,11 +8,11 @@
 #include <set>
 #include <sstream>
 
-#include "runner/cli/commands.hpp"
-#include "runner/cli/table.hpp"
-#include "runner/core/common/error.hpp"
-#include "runner/core/common/json.hpp"
-#include "runner/core/common/strings.hpp"
+#include "commands.hpp"
+#include "table.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/json.hpp"
+#include "runner/common/strings.hpp"
 #include "runner/store/compare.hpp"
 #include "runner/store/store.hpp"
 

@@ -10,9 +10,9 @@
 #include <system_error>
 #include <vector>
 
-#include "runner/cli/commands.hpp"
-#include "runner/cli/table.hpp"
-#include "runner/core/common/error.hpp"
+#include "commands.hpp"
+#include "table.hpp"
+#include "runner/common/error.hpp"
 #include "runner/store/store.hpp"
 
 namespace runner::cli {

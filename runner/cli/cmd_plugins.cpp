@@ -1,11 +1,11 @@
 // runner plugins / runner plugins describe NAME
 #include <iostream>
 
-#include "runner/cli/commands.hpp"
-#include "runner/cli/table.hpp"
-#include "runner/core/common/error.hpp"
-#include "runner/core/common/strings.hpp"
-#include "runner/core/plugin/host.hpp"
+#include "commands.hpp"
+#include "table.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/strings.hpp"
+#include "runner/host/host.hpp"
 
 namespace runner::cli {
 namespace {

@@ -12,17 +12,17 @@
 #include <map>
 #include <optional>
 
-#include "runner/cli/commands.hpp"
-#include "runner/cli/table.hpp"
-#include "runner/core/common/error.hpp"
-#include "runner/core/common/json.hpp"
-#include "runner/core/common/sha256.hpp"
-#include "runner/core/engine/engine.hpp"
-#include "runner/core/engine/isolation.hpp"
-#include "runner/core/engine/plan.hpp"
-#include "runner/core/experiment/experiment.hpp"
-#include "runner/core/fingerprint/fingerprint.hpp"
-#include "runner/core/plugin/host.hpp"
+#include "commands.hpp"
+#include "table.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/json.hpp"
+#include "runner/common/sha256.hpp"
+#include "runner/engine/engine.hpp"
+#include "runner/process/isolation.hpp"
+#include "runner/scheduler/plan.hpp"
+#include "runner/experiment/experiment.hpp"
+#include "runner/fingerprint/fingerprint.hpp"
+#include "runner/host/host.hpp"
 #include "runner/store/stats.hpp"
 #include "runner/store/store.hpp"
 

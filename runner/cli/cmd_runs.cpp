@@ -2,10 +2,10 @@
 #include <cmath>
 #include <iostream>
 
-#include "runner/cli/commands.hpp"
-#include "runner/cli/table.hpp"
-#include "runner/core/common/error.hpp"
-#include "runner/core/common/json.hpp"
+#include "commands.hpp"
+#include "table.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/json.hpp"
 #include "runner/store/stats.hpp"
 #include "runner/store/store.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/cli/args.hpp"
+#include "args.hpp"
 
 namespace runner {
 class PluginHost;

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <iostream>
 
-#include "runner/cli/commands.hpp"
-#include "runner/core/common/error.hpp"
-#include "runner/core/common/strings.hpp"
+#include "commands.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/strings.hpp"
 #include "runner/version.hpp"
 
 namespace {

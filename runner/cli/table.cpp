@@ -1,4 +1,4 @@
-#include "runner/cli/table.hpp"
+#include "table.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "runner/core/common/error.hpp"
+#include "runner/common/error.hpp"
 #include "runner/store/stats.hpp"
 
 namespace runner::store {

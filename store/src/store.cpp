@@ -16,8 +16,8 @@
 #include <string_view>
 #include <utility>
 
-#include "runner/core/common/error.hpp"
-#include "runner/core/common/sha256.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/sha256.hpp"
 
 namespace runner::store {
 namespace {

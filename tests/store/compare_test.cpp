@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "runner/core/common/error.hpp"
+#include "runner/common/error.hpp"
 #include "support/expect_throw_msg.hpp"
 
 namespace {

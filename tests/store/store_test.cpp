@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "runner/core/common/error.hpp"
-#include "runner/core/common/sha256.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/sha256.hpp"
 #include "support/expect_throw_msg.hpp"
 
 namespace {

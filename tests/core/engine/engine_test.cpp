@@ -1,11 +1,11 @@
 // Train and infer loops end to end through real plugin libraries.
-#include "runner/core/engine/engine.hpp"
+#include "runner/engine/engine.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "runner/core/engine/sampler.hpp"
+#include "runner/engine/sampler.hpp"
 #include "support/expect_throw_msg.hpp"
 
 namespace fs = std::filesystem;

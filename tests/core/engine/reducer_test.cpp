@@ -1,7 +1,7 @@
 // Gradient buckets and their reduction over a real two-rank Gloo group (two
 // threads of this process meeting through a FileStore), with the built-in
 // comm hooks.
-#include "runner/core/engine/reducer.hpp"
+#include "runner/engine/reducer.hpp"
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "runner/comm_hook.hpp"
-#include "runner/core/common/error.hpp"
-#include "runner/core/engine/process_group.hpp"
-#include "runner/core/plugin/host.hpp"
+#include "runner/common/error.hpp"
+#include "runner/engine/process_group.hpp"
+#include "runner/host/host.hpp"
 #include "runner/options.hpp"
 #include "support/expect_throw_msg.hpp"
 

@@ -1,11 +1,11 @@
-#include "runner/core/engine/sampler.hpp"
+#include "runner/engine/sampler.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
-#include "runner/core/common/error.hpp"
+#include "runner/common/error.hpp"
 #include "support/expect_throw_msg.hpp"
 
 namespace {

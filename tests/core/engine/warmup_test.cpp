@@ -1,4 +1,4 @@
-#include "runner/core/engine/warmup.hpp"
+#include "runner/engine/warmup.hpp"
 
 #include <gtest/gtest.h>
 

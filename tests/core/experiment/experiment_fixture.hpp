@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "runner/core/common/error.hpp"
-#include "runner/core/experiment/experiment.hpp"
+#include "runner/common/error.hpp"
+#include "runner/experiment/experiment.hpp"
 #include "support/expect_throw_msg.hpp"
 
 namespace runner::test {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "experiment_fixture.hpp"
-#include "runner/core/common/sha256.hpp"
+#include "runner/common/sha256.hpp"
 
 namespace runner {
 namespace {

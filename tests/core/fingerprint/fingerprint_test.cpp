@@ -1,10 +1,10 @@
-#include "runner/core/fingerprint/fingerprint.hpp"
+#include "runner/fingerprint/fingerprint.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-#include "runner/core/common/json.hpp"
+#include "runner/common/json.hpp"
 
 namespace {
 

@@ -1,0 +1,72 @@
+#include "runner/common/strings.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace runner {
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  // Three rows: swapping two neighbours ("modle" for "model", "mpl" for
+  // "mlp") is the most common typo and must count as one edit, not two.
+  std::vector<std::size_t> before(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        cur[j] = std::min(cur[j], before[j - 2] + 1);
+    }
+    std::swap(before, prev);
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::optional<std::string> closest_match(std::string_view word,
+                                         const std::vector<std::string>& candidates) {
+  const std::size_t limit = std::max<std::size_t>(1, word.size() / 3);
+  std::optional<std::string> best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const auto& candidate : candidates) {
+    const std::size_t d = edit_distance(word, candidate);
+    if (d <= limit && d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::vector<std::string> split(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t pos = text.find(sep, start);
+    if (pos == std::string_view::npos) {
+      out.emplace_back(text.substr(start));
+      return out;
+    }
+    out.emplace_back(text.substr(start, pos - start));
+    start = pos + 1;
+  }
+}
+
+std::string trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+}  // namespace runner

@@ -1,0 +1,70 @@
+// The engine: runs one repetition of an experiment (train or infer loop) and
+// returns what it measured. No LibTorch in this header.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/experiment/experiment.hpp"
+#include "runner/host/host.hpp"
+#include "runner/store/store.hpp"
+
+namespace runner {
+
+/// Progress of a run, reported now and then (never on every step).
+struct Progress {
+  std::int64_t step = 0;          ///< steps done, warm-up included
+  std::int64_t total_steps = 0;   ///< warm-up + measured
+  double last_loss = 0;           ///< NaN for infer
+  double steps_per_s = 0;         ///< recent throughput
+};
+
+/// What to run.
+struct RunRequest {
+  const Experiment* experiment = nullptr;
+  const PluginHost* host = nullptr;
+  std::int64_t repeat_index = 0;
+  /// When the process started, for time_to_first_step_s.
+  std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
+  /// Called at most every two seconds, and at the end.
+  std::function<void(const Progress&)> on_progress;
+  /// When set and true, the run stops before its next step and ends
+  /// "interrupted", keeping what it measured (Ctrl-C).
+  const std::atomic<bool>* stop = nullptr;
+  /// Measured peak FLOP/s of the device (fp32), for fraction_of_peak.
+  std::optional<double> peak_flop_per_s;
+};
+
+/// What a run produced. status is one of the store's statuses (never "running").
+struct RunOutcome {
+  std::string status;
+  std::string error;
+  std::vector<store::Sample> samples;
+  std::vector<store::Summary> summaries;
+  std::vector<store::Metric> metrics;
+};
+
+/// "cpu" or "cuda" for an experiment's device.type; throws runner::Error
+/// (input) when "cuda" is asked for and no CUDA device is available.
+[[nodiscard]] std::string resolve_device(const std::string& type);
+
+/// Applies process-wide settings (thread counts) once, before the first run.
+void configure_runtime(const Experiment& experiment);
+
+/// Runs one repetition. Plugin and LibTorch failures do not throw: they come
+/// back as status "failed" (or "diverged" for a non-finite loss) with the error text.
+[[nodiscard]] RunOutcome execute_run(const RunRequest& request);
+
+/// Peak FLOP/s of a device ("cpu" or "cuda") for fp32 matmul, measured now:
+/// the best of five 2n^3 matmuls (n = 1024 on the CPU, 4096 on a GPU).
+[[nodiscard]] double measure_peak_flop_per_s(const std::string& device);
+
+/// Seed of a repetition: every repetition of a trial repeats the same work.
+[[nodiscard]] std::uint64_t run_seed(const Experiment& experiment, std::int64_t repeat_index);
+
+}  // namespace runner

@@ -1,0 +1,488 @@
+#include "runner/engine/engine.hpp"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#ifdef RUNNER_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+
+#include "runner/process/isolation.hpp"
+#include "runner/engine/phase_clock.hpp"
+#include "runner/engine/process_group.hpp"
+#include "runner/engine/reducer.hpp"
+#include "runner/engine/sampler.hpp"
+#include "runner/engine/step_loop.hpp"
+#include "runner/engine/warmup.hpp"
+#include "runner/sdk.hpp"
+#include "runner/store/stats.hpp"
+
+namespace runner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
+
+// The text of an exception without LibTorch's C++ backtrace.
+std::string message_of(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
+    return c10_error->what_without_backtrace();
+  return e.what();
+}
+
+// Feeds batches to a step: from a loader through the index sampler, or a
+// fixed example batch from the model (inference without a loader).
+class BatchSource {
+ public:
+  BatchSource(Loader* loader, const DataSettings& settings, std::uint64_t seed,
+              torch::Device device, std::int64_t rank, std::int64_t world_size)
+      : loader_(loader), device_(device) {
+    sampler_ = std::make_unique<IndexSampler>(loader->size(), settings.batch_size,
+                                              settings.shuffle, settings.drop_last, seed, rank,
+                                              world_size);
+  }
+  BatchSource(Batch fixed, torch::Device device) : fixed_(std::move(fixed)), device_(device) {}
+
+  /// The next batch, on the host (the loader's work: the data phase).
+  Batch next() {
+    if (loader_ == nullptr) return fixed_;
+    return loader_->get_batch(sampler_->next());
+  }
+
+  /// True when batches must be copied to the device (the h2d phase).
+  [[nodiscard]] bool needs_copy() const { return loader_ != nullptr && !device_.is_cpu(); }
+
+  /// Issues the host-to-device copy of a batch (non-blocking from pinned memory).
+  void copy_to_device(Batch& batch) const {
+    batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
+    if (batch.targets.defined()) batch.targets = batch.targets.pin_memory().to(device_, true);
+  }
+
+ private:
+  Loader* loader_ = nullptr;
+  std::unique_ptr<IndexSampler> sampler_;
+  Batch fixed_;
+  torch::Device device_;
+};
+
+// This process's place in a data-parallel run (rank 0 of 1 otherwise).
+struct RankInfo {
+  const Rendezvous* rendezvous = nullptr;  // null: not distributed
+  Companions* companions = nullptr;        // rank 0: the other ranks
+  [[nodiscard]] int rank() const { return rendezvous ? rendezvous->rank : 0; }
+  [[nodiscard]] int world_size() const { return rendezvous ? rendezvous->world_size : 1; }
+};
+
+// Everything a loop needs, built from the plugins.
+struct Workload {
+  Workload() = default;
+  Workload(const Workload&) = delete;
+  Workload& operator=(const Workload&) = delete;
+  ~Workload() {
+    // Rank 0 ends the other ranks before its process group closes: a rank
+    // that sees the group close would report a failure that is none.
+    if (companions != nullptr) companions->stop();
+  }
+  Companions* companions = nullptr;
+  std::unique_ptr<Loader> loader;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<BatchSource> batches;
+  std::int64_t batch_size = 0;
+  // Data-parallel runs: the group, the hook and the gradient reducer.
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  std::unique_ptr<CommHook> comm_hook;
+  std::unique_ptr<GradientReducer> reducer;
+  std::int64_t comm_bytes = 0;  // sent by the last step's reduction
+};
+
+void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint64_t seed,
+           torch::Device device, const RankInfo& rank) {
+  ModelContext model_context;
+  model_context.device = device;
+  model_context.seed = seed;
+  model_context.rank = rank.rank();
+  model_context.world_size = rank.world_size();
+  if (exp.data) {
+    LoaderContext loader_context;
+    loader_context.seed = seed;
+    loader_context.rank = rank.rank();
+    loader_context.world_size = rank.world_size();
+    w.loader = host.make_loader(exp.data->plugin, exp.data->options, loader_context);
+    const DataSpec spec = w.loader->spec();
+    model_context.input_shape = spec.input_shape;
+    model_context.num_classes = spec.num_classes;
+  }
+  w.model = host.make_model(exp.model.plugin, exp.model.options, model_context);
+  w.model->module().to(device);
+  w.batch_size = exp.data_settings.batch_size;
+  if (w.loader) {
+    w.batches = std::make_unique<BatchSource>(w.loader.get(), exp.data_settings, seed, device,
+                                              rank.rank(), rank.world_size());
+  } else {
+    w.batches = std::make_unique<BatchSource>(
+        w.model->example_batch(exp.data_settings.batch_size, device), device);
+  }
+  if (exp.kind == "train") {
+    OptimizerContext optimizer_context;
+    for (const auto& p : w.model->module().parameters())
+      if (p.requires_grad()) optimizer_context.parameters.push_back(p);
+    optimizer_context.total_steps =
+        exp.train.steps + (exp.train.warmup < 0 ? WarmupDetector::for_steps(exp.train.steps).max_steps()
+                                                : exp.train.warmup);
+    w.optimizer = host.make_optimizer(exp.optimizer->plugin, exp.optimizer->options,
+                                      optimizer_context);
+  }
+  if (rank.rendezvous != nullptr) {
+    // Every rank starts from rank 0's parameters, as DDP does.
+    w.group = make_process_group(exp.distributed.backend, *rank.rendezvous);
+    std::vector<torch::Tensor> parameters;
+    for (const auto& p : w.model->module().parameters())
+      if (p.requires_grad()) parameters.push_back(p);
+    broadcast_parameters(parameters, *w.group);
+    w.comm_hook = host.make_comm_hook(exp.comm_hook->plugin, exp.comm_hook->options);
+    w.reducer = std::make_unique<GradientReducer>(
+        std::move(parameters),
+        static_cast<std::int64_t>(exp.distributed.bucket_mb * 1024.0 * 1024.0), *w.comm_hook,
+        *w.group);
+  }
+}
+
+// Summaries of the measured (non-warm-up) samples, one per phase that was timed.
+void summarize(RunOutcome& out, const std::string& wall_metric) {
+  std::vector<double> wall, data, h2d, forward, backward, optimizer, comm;
+  for (const auto& s : out.samples) {
+    if (s.warmup) continue;
+    wall.push_back(s.wall_ns);
+    if (s.data_ns >= 0) data.push_back(s.data_ns);
+    if (s.h2d_ns >= 0) h2d.push_back(s.h2d_ns);
+    if (s.comm_ns >= 0) comm.push_back(s.comm_ns);
+    if (s.forward_ns >= 0) forward.push_back(s.forward_ns);
+    if (s.backward_ns >= 0) backward.push_back(s.backward_ns);
+    if (s.optimizer_ns >= 0) optimizer.push_back(s.optimizer_ns);
+  }
+  out.summaries.push_back(store::summarize(wall_metric, "ns", wall));
+  if (!data.empty()) out.summaries.push_back(store::summarize("data", "ns", data));
+  if (!h2d.empty()) out.summaries.push_back(store::summarize("h2d", "ns", h2d));
+  if (!comm.empty()) out.summaries.push_back(store::summarize("comm", "ns", comm));
+  if (!forward.empty()) out.summaries.push_back(store::summarize("forward", "ns", forward));
+  if (!backward.empty()) out.summaries.push_back(store::summarize("backward", "ns", backward));
+  if (!optimizer.empty())
+    out.summaries.push_back(store::summarize("optimizer", "ns", optimizer));
+}
+
+// samples_per_s counts the samples of all ranks (each rank takes a batch per step).
+void add_throughput(RunOutcome& out, std::int64_t batch_size) {
+  double wall_ns = 0;
+  std::int64_t measured = 0;
+  for (const auto& s : out.samples)
+    if (!s.warmup) {
+      wall_ns += s.wall_ns;
+      ++measured;
+    }
+  out.metrics.push_back({"measured_steps", static_cast<double>(measured), "count"});
+  if (measured > 0 && wall_ns > 0)
+    out.metrics.push_back(
+        {"samples_per_s", static_cast<double>(measured * batch_size) / (wall_ns * 1e-9), "1/s"});
+}
+
+// The data and host-to-device phases of a step.
+Batch next_batch(Workload& w, PhaseClock& clock) {
+  Batch batch = w.batches->next();
+  clock.end_phase(Phase::data);
+  if (w.batches->needs_copy()) {
+    w.batches->copy_to_device(batch);
+    clock.end_phase(Phase::h2d);
+  }
+  return batch;
+}
+
+// One training step, the same on every rank: data, forward, backward, the
+// gradient reduction of a data-parallel run (comm), optimizer.
+torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
+  const Batch batch = next_batch(w, clock);
+  const torch::Tensor output = w.model->forward(batch);
+  torch::Tensor loss = w.model->loss(output, batch);
+  clock.end_phase(Phase::forward);
+  torch::optim::Optimizer& optimizer = w.optimizer->get();
+  optimizer.zero_grad();
+  loss.backward();
+  clock.end_phase(Phase::backward);
+  if (w.reducer) {
+    w.comm_bytes = w.reducer->reduce();
+    clock.end_phase(Phase::comm);
+  }
+  optimizer.step();
+  w.optimizer->on_step_end(step);
+  clock.end_phase(Phase::optimizer);
+  return loss;  // its graph is freed by backward; read with item() after the step's clock stops
+}
+
+void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
+  const Experiment& exp = *request.experiment;
+  w.model->module().train();
+  run_steps(request, clock, exp.train.warmup, exp.train.steps,
+            [&](std::int64_t step) { return train_step(w, clock, step); }, out);
+}
+
+void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
+  const Experiment& exp = *request.experiment;
+  w.model->module().eval();
+  // One guard for the whole loop; which one is the experiment's choice.
+  std::unique_ptr<c10::InferenceMode> inference;
+  std::unique_ptr<torch::NoGradGuard> no_grad;
+  if (exp.infer.mode == "inference") {
+    inference = std::make_unique<c10::InferenceMode>();
+  } else {
+    no_grad = std::make_unique<torch::NoGradGuard>();
+  }
+  run_steps(request, clock, exp.infer.warmup, exp.infer.batches,
+            [&](std::int64_t) {
+              const Batch batch = next_batch(w, clock);
+              (void)w.model->forward(batch);
+              clock.end_phase(Phase::forward);
+              return torch::Tensor();
+            },
+            out);
+}
+
+}  // namespace
+
+std::string resolve_device(const std::string& type) {
+  if (type == "cpu") return "cpu";
+  const bool cuda = torch::cuda::is_available();
+  if (type == "auto") return cuda ? "cuda" : "cpu";
+  if (type == "cuda" && !cuda)
+    throw Error("device.type is \"cuda\" but no CUDA device is available",
+                "use device.type = \"cpu\" or \"auto\" on this machine");
+  return type;
+}
+
+void configure_runtime(const Experiment& experiment) {
+  if (experiment.device.threads > 0)
+    at::set_num_threads(static_cast<int>(experiment.device.threads));
+  if (experiment.device.interop_threads > 0)
+    at::set_num_interop_threads(static_cast<int>(experiment.device.interop_threads));
+}
+
+double measure_peak_flop_per_s(const std::string& device_name) {
+  // The best of several large fp32 matmuls: what this machine's BLAS (or
+  // cuBLAS) can reach with the current thread settings. 2*n^3 FLOPs each.
+  const torch::Device device(device_name);
+  const std::int64_t n = device.is_cuda() ? 4096 : 1024;
+  c10::InferenceMode guard;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  const torch::Tensor a = torch::randn({n, n}, options), b = torch::randn({n, n}, options);
+  (void)torch::mm(a, b);  // warm-up: allocation, kernel selection, thread pool
+  auto clock = make_phase_clock(device_name);
+  double best_ns = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 5; ++i) {
+    clock->begin_step();
+    (void)torch::mm(a, b);
+    clock->end_phase(Phase::forward);
+    best_ns = std::min(best_ns, clock->end_step().phase_ns[static_cast<std::size_t>(Phase::forward)]);
+  }
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) /
+         (best_ns * 1e-9);
+}
+
+std::uint64_t run_seed(const Experiment& experiment, std::int64_t) {
+  return static_cast<std::uint64_t>(experiment.seed);
+}
+
+namespace {
+
+// The device of this rank: with NCCL, rank r uses CUDA device r.
+torch::Device rank_device(const std::string& device_name, const RankInfo& rank) {
+  torch::Device device(device_name);
+#ifdef RUNNER_WITH_CUDA
+  if (device.is_cuda() && rank.rendezvous != nullptr) {
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.rank()));
+    c10::cuda::set_device(device.index());
+  }
+#else
+  static_cast<void>(rank);
+#endif
+  return device;
+}
+
+// One rank's run (the only rank outside [distributed]): build, loop, summarise.
+RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
+  const Experiment& exp = *request.experiment;
+  RunOutcome out;
+  out.status = store::kStatusFinished;
+  const auto run_start = Clock::now();
+  try {
+    const std::uint64_t seed = run_seed(exp, request.repeat_index);
+    torch::manual_seed(seed);
+    const std::string device_name = resolve_device(exp.device.type);
+    const torch::Device device = rank_device(device_name, rank);
+    Workload w;
+    w.companions = rank.companions;
+    build(w, exp, *request.host, seed, device, rank);
+    auto clock = make_phase_clock(device_name);
+    out.metrics.push_back({"setup_s", seconds_between(run_start, Clock::now()), "s"});
+    out.metrics.push_back(
+        {"parameters", static_cast<double>(w.model->parameter_count()), "count"});
+    if (const auto flops = w.model->flops_per_sample())
+      out.metrics.push_back({"flops_per_sample", *flops, "flop"});
+    if (exp.kind == "train") {
+      train_loop(request, w, *clock, out);
+      summarize(out, "step_time");
+    } else {
+      infer_loop(request, w, *clock, out);
+      summarize(out, "latency");
+    }
+    const std::int64_t world = rank.world_size();
+    add_throughput(out, w.batch_size * world);
+    if (w.reducer) {
+      out.metrics.push_back({"world_size", static_cast<double>(world), "count"});
+      out.metrics.push_back(
+          {"comm_buckets", static_cast<double>(w.reducer->bucket_count()), "count"});
+      out.metrics.push_back({"comm_bytes_per_step", static_cast<double>(w.comm_bytes), "B"});
+    }
+    double samples_per_s = std::nan("");
+    for (const auto& m : out.metrics)
+      if (m.name == "samples_per_s") samples_per_s = m.value;
+    if (const auto tokens = w.model->tokens_per_sample(); tokens && !std::isnan(samples_per_s))
+      out.metrics.push_back({"tokens_per_s", *tokens * samples_per_s, "1/s"});
+    if (const auto flops = w.model->flops_per_sample(); flops && !std::isnan(samples_per_s)) {
+      // Training does forward + backward, about 3x the forward FLOPs.
+      const double factor = exp.kind == "train" ? 3.0 : 1.0;
+      // Per rank, against one device's peak.
+      const double achieved = factor * *flops * samples_per_s / static_cast<double>(world);
+      out.metrics.push_back({"achieved_flop_per_s", achieved, "flop/s"});
+      if (request.peak_flop_per_s && *request.peak_flop_per_s > 0)
+        out.metrics.push_back({"fraction_of_peak", achieved / *request.peak_flop_per_s, ""});
+    }
+#ifdef RUNNER_WITH_CUDA
+    if (device.is_cuda()) {
+      const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+      out.metrics.push_back(
+          {"peak_cuda_allocated_bytes",
+           static_cast<double>(stats.allocated_bytes[static_cast<std::size_t>(
+                                                        c10::CachingAllocator::StatType::AGGREGATE)]
+                                   .peak),
+           "B"});
+    }
+#endif
+  } catch (const Error& e) {
+    out.status = store::kStatusFailed;
+    out.error = e.what();
+  } catch (const std::exception& e) {
+    out.status = store::kStatusFailed;
+    out.error = message_of(e);
+  }
+  out.metrics.push_back({"peak_rss_bytes", peak_rss_bytes(), "B"});
+  out.metrics.push_back({"run_s", seconds_between(run_start, Clock::now()), "s"});
+  return out;
+}
+
+// Ranks 1..N-1: the same steps as rank 0, unmeasured, until rank 0 ends the
+// run (it kills them). Returns only on failure, with the reason.
+std::string run_worker(const RunRequest& request, const Rendezvous& rendezvous) {
+  // Never destroyed: this process reports a failure and _exits. Closing the
+  // process group first would let rank 0 see the connection drop and kill
+  // this rank before its reason is written.
+  auto* workload = new Workload;
+  try {
+    const Experiment& exp = *request.experiment;
+    const RankInfo rank{&rendezvous, nullptr};
+    const std::uint64_t seed = run_seed(exp, request.repeat_index);
+    torch::manual_seed(seed);
+    const std::string device_name = resolve_device(exp.device.type);
+    Workload& w = *workload;
+    build(w, exp, *request.host, seed, rank_device(device_name, rank), rank);
+    w.model->module().train();
+    auto clock = make_phase_clock(device_name);
+    // A diverging loss is rank 0's to report: the parameters are the same everywhere.
+    for (std::int64_t step = 0;; ++step) {
+      clock->begin_step();
+      (void)train_step(w, *clock, step);
+      (void)clock->end_step();
+    }
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return message_of(e);
+  }
+}
+
+// A [distributed] run: rank 0 is this process, which measures and reports;
+// ranks 1..N-1 are forked from it before it runs any operator (so no thread
+// exists yet), meet it through a FileStore, and train in lockstep with it.
+RunOutcome run_distributed(const RunRequest& request) {
+  const Experiment& exp = *request.experiment;
+  Rendezvous rendezvous;
+  rendezvous.world_size = static_cast<int>(exp.distributed.world_size);
+  rendezvous.timeout = std::chrono::milliseconds(
+      static_cast<std::int64_t>(exp.distributed.timeout_s * 1000.0));
+  const std::filesystem::path store =
+      std::filesystem::temp_directory_path() /
+      ("runner-rendezvous-" + std::to_string(::getpid()) + ".store");
+  std::error_code ignored;
+  std::filesystem::remove(store, ignored);
+  rendezvous.store_path = store.string();
+
+  Companions companions;
+  RunOutcome out;
+  try {
+    for (int r = 1; r < rendezvous.world_size; ++r) {
+      Rendezvous mine = rendezvous;
+      mine.rank = r;
+      companions.spawn("rank " + std::to_string(r),
+                       [&request, mine] { return run_worker(request, mine); });
+    }
+    out = run_rank(request, RankInfo{&rendezvous, &companions});
+  } catch (const Error& e) {
+    out.status = store::kStatusFailed;
+    out.error = e.what();
+  }
+  companions.stop();  // already done when rank 0 got as far as building
+  std::filesystem::remove(store, ignored);
+  if (!companions.failures().empty() && out.status != store::kStatusInterrupted) {
+    // The other ranks' failures come first: rank 0 usually fails because of them.
+    std::string error;
+    for (const auto& f : companions.failures()) error += (error.empty() ? "" : "; ") + f;
+    if (out.status != store::kStatusFinished && !out.error.empty())
+      error += " (rank 0: " + out.error + ")";
+    out.status = store::kStatusFailed;
+    out.error = error;
+  }
+  return out;
+}
+
+}  // namespace
+
+RunOutcome execute_run(const RunRequest& request) {
+  const Experiment& exp = *request.experiment;
+  if (exp.kind == "train" && exp.distributed.enabled) return run_distributed(request);
+  return run_rank(request, RankInfo{});
+}
+
+}  // namespace runner

@@ -1,0 +1,127 @@
+#include "runner/engine/step_loop.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "runner/engine/warmup.hpp"
+#include "runner/store/store.hpp"
+
+namespace runner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+store::Sample to_sample(std::int64_t step, bool warmup, const StepTimes& t, double loss) {
+  store::Sample s;
+  s.step = step;
+  s.warmup = warmup;
+  s.wall_ns = t.wall_ns;
+  s.data_ns = t.phase_ns[static_cast<std::size_t>(Phase::data)];
+  s.h2d_ns = t.phase_ns[static_cast<std::size_t>(Phase::h2d)];
+  s.comm_ns = t.phase_ns[static_cast<std::size_t>(Phase::comm)];
+  s.forward_ns = t.phase_ns[static_cast<std::size_t>(Phase::forward)];
+  s.backward_ns = t.phase_ns[static_cast<std::size_t>(Phase::backward)];
+  s.optimizer_ns = t.phase_ns[static_cast<std::size_t>(Phase::optimizer)];
+  s.loss = loss;
+  return s;
+}
+
+class ProgressReporter {
+ public:
+  ProgressReporter(const RunRequest& request, std::int64_t total)
+      : callback_(request.on_progress), total_(total) {}
+  void step(std::int64_t done, double loss) {
+    if (!callback_) return;
+    const auto now = Clock::now();
+    if (done != total_ && now - last_ < std::chrono::seconds(2)) return;
+    const double elapsed = seconds_between(last_, now);
+    Progress p;
+    p.step = done;
+    p.total_steps = total_;
+    p.last_loss = loss;
+    p.steps_per_s = elapsed > 0 ? static_cast<double>(done - last_step_) / elapsed : 0;
+    callback_(p);
+    last_ = now;
+    last_step_ = done;
+  }
+
+ private:
+  std::function<void(const Progress&)> callback_;
+  std::int64_t total_;
+  Clock::time_point last_ = Clock::now();
+  std::int64_t last_step_ = 0;
+};
+
+// Checked before every step: an interrupt ends the run between steps, so
+// every recorded step is complete.
+bool stop_requested(const RunRequest& request, std::int64_t step, RunOutcome& out) {
+  if (request.stop == nullptr || !request.stop->load(std::memory_order_relaxed)) return false;
+  out.status = store::kStatusInterrupted;
+  out.error = "interrupted before step " + std::to_string(step);
+  return true;
+}
+
+}  // namespace
+
+void run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup,
+               std::int64_t measured, const std::function<torch::Tensor(std::int64_t)>& body,
+               RunOutcome& out) {
+  const bool auto_warmup = warmup < 0;
+  WarmupDetector detector = WarmupDetector::for_steps(measured);
+  bool warming = auto_warmup || warmup > 0;
+  std::int64_t warm_steps = 0, measured_done = 0;
+  out.samples.reserve(static_cast<std::size_t>(measured + (auto_warmup ? 50 : warmup)));
+  ProgressReporter progress(request, measured + (auto_warmup ? 0 : warmup));
+  double first_loss = std::nan("");
+  for (std::int64_t step = 0; warming || measured_done < measured; ++step) {
+    if (stop_requested(request, step, out)) break;
+    clock.begin_step();
+    const torch::Tensor loss = body(step);
+    const StepTimes times = clock.end_step();
+    // Read after end_step: on a GPU the step is already synchronised, so this adds none.
+    const double loss_value = loss.defined() ? loss.item<double>() : std::nan("");
+    out.samples.push_back(to_sample(step, warming, times, loss_value));
+    if (step == 0) {
+      first_loss = loss_value;
+      out.metrics.push_back({"time_to_first_step_s",
+                             seconds_between(request.process_start, Clock::now()), "s"});
+    }
+    if (loss.defined() && !std::isfinite(loss_value)) {
+      out.status = store::kStatusDiverged;
+      out.error = std::string("loss is ") +
+                  (std::isnan(loss_value) ? "nan" : loss_value > 0 ? "inf" : "-inf") +
+                  " at step " + std::to_string(step);
+      break;
+    }
+    if (warming) {
+      ++warm_steps;
+      warming = auto_warmup ? !detector.add(times.wall_ns) : warm_steps < warmup;
+    } else {
+      ++measured_done;
+    }
+    progress.step(auto_warmup ? measured_done : step + 1, loss_value);
+  }
+  out.metrics.push_back({"warmup_steps", static_cast<double>(warm_steps), "count"});
+  if (auto_warmup)
+    out.metrics.push_back({"warmup_converged", detector.converged() ? 1.0 : 0.0, "bool"});
+  if (!std::isnan(first_loss)) {
+    // Final loss: mean over the last few measured steps, less noisy than one step.
+    double tail_sum = 0;
+    int tail_n = 0;
+    for (auto it = out.samples.rbegin(); it != out.samples.rend() && tail_n < 10; ++it) {
+      if (it->warmup) break;
+      tail_sum += it->loss;
+      ++tail_n;
+    }
+    out.metrics.push_back({"loss_initial", first_loss, ""});
+    if (tail_n > 0) out.metrics.push_back({"loss_final", tail_sum / tail_n, ""});
+  }
+}
+
+
+}  // namespace runner

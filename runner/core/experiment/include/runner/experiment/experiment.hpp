@@ -1,0 +1,161 @@
+// Experiment files: TOML -> validated, fully resolved Experiments, one per trial.
+//
+// Two phases, because plugin search paths come from the file itself:
+//   1. parse_experiment_file(): reads the file and every file it `extends`,
+//      merges them, applies --set overrides, and checks everything that needs
+//      no plugin (syntax, sections, keys, types and ranges of host-level keys,
+//      [sweep] and [[trial]], for every trial); plugin tables are kept raw.
+//   2. expand_trials(): every trial of the sweep, each with its plugins looked
+//      up in a catalog and its plugin tables validated against the plugin's
+//      declared options. resolve_experiment() does the same for the base
+//      configuration alone (the files without [sweep] and [[trial]]).
+// Every error is a runner::Error (ErrorKind::input) whose message starts with
+// "file:line:col: " when the position is known. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runner/common/error.hpp"
+#include "runner/experiment/catalog.hpp"
+#include "runner/options.hpp"
+
+namespace runner {
+
+/// A plugin chosen by an experiment section ([model], [data], [optimizer]) and its options.
+struct PluginChoice {
+  std::string plugin;       ///< plugin name
+  Options options;          ///< validated, defaults filled
+  SourceLocation where;     ///< location of the `plugin = ...` value
+};
+
+/// [device]
+struct DeviceSettings {
+  std::string type = "cpu";       ///< "cpu" | "cuda" | "auto"
+  std::int64_t threads = 0;       ///< intra-op threads; 0 = LibTorch default
+  std::int64_t interop_threads = 0;  ///< inter-op threads; 0 = LibTorch default
+};
+
+/// Host-level keys of [data] (the rest of the table are loader options).
+struct DataSettings {
+  std::int64_t batch_size = 32;   ///< samples per batch, >= 1
+  bool shuffle = true;            ///< seeded shuffle of sample order each epoch
+  bool drop_last = true;          ///< drop a final partial batch
+};
+
+/// [train]
+struct TrainSettings {
+  std::int64_t steps = 100;       ///< measured steps, >= 1
+  std::int64_t warmup = 10;       ///< warm-up steps before measurement, >= 0; -1: "auto"
+};
+
+/// [infer]
+struct InferSettings {
+  std::int64_t batches = 100;     ///< measured batches, >= 1
+  std::int64_t warmup = 10;       ///< warm-up batches, >= 0; -1: "auto"
+  std::string mode = "inference"; ///< "inference" (torch::InferenceMode) | "no_grad"
+};
+
+/// [distributed]: data-parallel training over world_size local processes.
+struct DistributedSettings {
+  bool enabled = false;            ///< true when the experiment has a [distributed] section
+  std::int64_t world_size = 2;     ///< ranks (processes on this machine), >= 1
+  std::string backend = "gloo";    ///< "gloo" (CPU tensors) | "nccl" (CUDA tensors)
+  double bucket_mb = 25.0;         ///< gradient bucket size in MiB (DDP's bucket_cap_mb), > 0
+  double timeout_s = 60.0;         ///< collective and rendezvous time limit, seconds
+};
+
+/// A parsed experiment file before plugin options are validated.
+class ParsedExperiment;
+
+/// A file an experiment was read from.
+struct SourceFile {
+  std::filesystem::path path;  ///< as messages show it (relative to the extending file's folder)
+  std::string text;            ///< its full text
+};
+
+/// A fully validated experiment, ready to run.
+struct Experiment {
+  std::filesystem::path source_path;  ///< the experiment file as given
+  std::string source_text;            ///< its full text (stored with the experiment)
+
+  std::string name;                   ///< [experiment] name (default: file stem)
+  std::string description;            ///< [experiment] description
+  std::string kind = "train";         ///< "train" | "infer"
+  std::int64_t seed = 0;              ///< global seed, >= 0
+  std::int64_t repeats = 1;           ///< repetitions of every trial, >= 1
+  double timeout_s = 3600.0;          ///< per-run time limit in seconds ([experiment] timeout), > 0
+
+  DeviceSettings device;
+  PluginChoice model;                       ///< [model], required
+  std::optional<PluginChoice> data;         ///< [data]; required for train
+  DataSettings data_settings;
+  std::optional<PluginChoice> optimizer;    ///< [optimizer]; required for train
+  TrainSettings train;
+  InferSettings infer;
+  DistributedSettings distributed;          ///< [distributed] (train only)
+  std::optional<PluginChoice> comm_hook;    ///< [comm_hook]; "allreduce" when distributed without one
+  /// [plugins] path, each entry resolved against the folder of the file that writes it
+  std::vector<std::filesystem::path> plugin_paths;
+  std::vector<SourceFile> base_files;       ///< files read through `extends`, in the order read
+  std::vector<std::string> set_overrides;   ///< the --set arguments ("key=value"), as given
+
+  /// Canonical JSON of everything that defines the trial (sorted keys, no
+  /// whitespace, no source text or path): equal configs give equal strings.
+  [[nodiscard]] std::string resolved_json() const;
+  /// Lowercase hex SHA-256 of resolved_json().
+  [[nodiscard]] std::string config_hash() const;
+};
+
+/// One point of an experiment's sweep: the configuration it runs and what
+/// distinguishes it from the other trials.
+struct Trial {
+  Experiment experiment;  ///< fully resolved; its config_hash() identifies the trial
+  std::string label;      ///< "optimizer.lr=0.1 data.batch_size=32"; empty when nothing varies
+  /// Dotted key -> value as TOML text, in label order.
+  std::vector<std::pair<std::string, std::string>> varied;
+  /// 0-based position in expansion order ("trial N" in messages is index + 1).
+  std::int64_t index = 0;
+};
+
+/// The comm_hook plugin a [distributed] experiment without [comm_hook] uses.
+inline constexpr const char* kDefaultCommHook = "allreduce";
+
+/// Most trials one experiment may expand to.
+inline constexpr std::int64_t kMaxTrials = 100000;
+
+/// Phase 1: reads the file, the files it extends, applies `set_overrides`
+/// ("section.key=value", as given to --set) and checks everything that needs
+/// no plugin, for every trial. Throws runner::Error.
+[[nodiscard]] std::shared_ptr<const ParsedExperiment> parse_experiment_file(
+    const std::filesystem::path& path, const std::vector<std::string>& set_overrides = {});
+
+/// Plugin search folders named by [plugins] path (absolute; each resolved against the
+/// folder of the file that writes it).
+[[nodiscard]] std::vector<std::filesystem::path> plugin_paths_of(const ParsedExperiment& parsed);
+
+/// How many trials the experiment expands to ([[trial]] tables x sweep points; 1 without either).
+[[nodiscard]] std::int64_t trial_count(const ParsedExperiment& parsed);
+
+/// Phase 2: every trial, in expansion order, each fully validated against the
+/// catalog. Throws runner::Error; an error caused by a trial's values names
+/// the trial: "... (in trial 3: model.plugin=\"resnet\")".
+[[nodiscard]] std::vector<Trial> expand_trials(const ParsedExperiment& parsed,
+                                               const PluginCatalog& catalog);
+
+/// Phase 2 for the base configuration alone: the files and --set values with
+/// [sweep] and [[trial]] left out. Throws runner::Error, also when the base is
+/// incomplete without a trial's values (e.g. [model] plugin comes from [sweep]).
+[[nodiscard]] Experiment resolve_experiment(const ParsedExperiment& parsed,
+                                            const PluginCatalog& catalog);
+
+/// Convenience: both phases, for the base configuration.
+[[nodiscard]] Experiment load_experiment(const std::filesystem::path& path,
+                                         const PluginCatalog& catalog);
+
+}  // namespace runner

@@ -1,0 +1,622 @@
+#include "runner/experiment/experiment.hpp"
+
+#include <toml++/toml.h>
+
+#include <map>
+#include <utility>
+
+#include "runner/common/json.hpp"
+#include "runner/common/sha256.hpp"
+#include "runner/common/strings.hpp"
+#include "document.hpp"
+#include "format.hpp"
+
+namespace runner {
+
+namespace fs = std::filesystem;
+
+using experiment_detail::apply_override;
+using experiment_detail::Axis;
+using experiment_detail::Checker;
+using experiment_detail::find_key;
+using experiment_detail::find_section;
+using experiment_detail::HostKey;
+using experiment_detail::key_names;
+using experiment_detail::KeyRole;
+using experiment_detail::Leaf;
+using experiment_detail::render;
+using experiment_detail::Section;
+using experiment_detail::SectionSpec;
+using experiment_detail::section_specs;
+using experiment_detail::shortest;
+using experiment_detail::Sources;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Canonical JSON.
+
+std::string json_number(double x) {
+  std::string text = shortest(x);
+  // "1" would read back as an integer; keep floats floats.
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string json_number(std::int64_t x) { return std::to_string(x); }
+
+template <typename T>
+std::string json_array(const std::vector<T>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += json_number(items[i]);
+  }
+  return out + "]";
+}
+
+std::string json_value(const OptionValue& value) {
+  struct Visitor {
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(std::int64_t i) const { return json_number(i); }
+    std::string operator()(double d) const { return json_number(d); }
+    std::string operator()(const std::string& s) const { return json_quote(s); }
+    std::string operator()(const std::vector<std::int64_t>& v) const { return json_array(v); }
+    std::string operator()(const std::vector<double>& v) const { return json_array(v); }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+// A JSON object whose members are already-serialised JSON values; std::map
+// keeps the keys sorted bytewise, which is what makes the output canonical.
+class JsonObject {
+ public:
+  JsonObject& add(const std::string& key, std::string json) {
+    members_[key] = std::move(json);
+    return *this;
+  }
+  [[nodiscard]] std::string str() const {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [key, json] : members_) {
+      if (!first) out += ',';
+      first = false;
+      out += json_quote(key);
+      out += ':';
+      out += json;
+    }
+    return out + "}";
+  }
+
+ private:
+  std::map<std::string, std::string> members_;
+};
+
+JsonObject json_of(const PluginChoice& choice) {
+  JsonObject options;
+  for (const auto& [name, value] : choice.options.values()) options.add(name, json_value(value));
+  JsonObject out;
+  out.add("plugin", json_quote(choice.plugin)).add("options", options.str());
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Messages and labels.
+
+std::string describe_hint(const std::string& plugin) {
+  return "run 'runner plugins describe " + plugin + "' to see its options";
+}
+
+std::string label_of(const std::vector<std::pair<std::string, std::string>>& varied) {
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : varied) parts.push_back(key + "=" + value);
+  return join(parts, " ");
+}
+
+std::vector<std::pair<std::string, std::string>> varied_of(const std::vector<Leaf>& overrides) {
+  std::vector<std::pair<std::string, std::string>> varied;
+  for (const Leaf& leaf : overrides) varied.emplace_back(leaf.key, render(*leaf.node));
+  return varied;
+}
+
+std::string trial_name(std::int64_t index, const std::string& label) {
+  return "trial " + std::to_string(index + 1) + " (" +
+         (label.empty() ? std::string("base configuration") : label) + ")";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+/// Phase-1 result: the merged files with --set applied, every trial's
+/// host-level settings checked, plugin tables kept raw. Not copyable: the
+/// document points into the TOML trees it owns.
+class ParsedExperiment {
+ public:
+  ParsedExperiment(const fs::path& path, const std::vector<std::string>& set_overrides);
+  ParsedExperiment(const ParsedExperiment&) = delete;
+  ParsedExperiment& operator=(const ParsedExperiment&) = delete;
+
+  [[nodiscard]] const std::vector<fs::path>& plugin_paths() const { return plugin_paths_; }
+  [[nodiscard]] std::int64_t trial_count() const { return trials_ * points_; }
+  [[nodiscard]] Experiment resolve_base(const PluginCatalog& catalog) const {
+    return resolve(sources_.doc.sections, catalog);
+  }
+  [[nodiscard]] std::vector<Trial> expand(const PluginCatalog& catalog) const;
+
+ private:
+  // A plugin section whose options wait for the catalog.
+  struct PendingPlugin {
+    const SectionSpec* spec = nullptr;
+    const Section* section = nullptr;
+    std::string name;
+    const toml::node* name_node = nullptr;
+  };
+  struct HostConfig {
+    Experiment experiment;
+    std::optional<PendingPlugin> model, data, optimizer, comm_hook;
+    const Section* distributed = nullptr;  // the [distributed] section, when present
+  };
+
+  [[nodiscard]] std::vector<Leaf> overrides_of(std::int64_t index) const;
+  [[nodiscard]] std::vector<Section> sections_of(const std::vector<Leaf>& overrides) const;
+  [[nodiscard]] HostConfig check_host(const std::vector<Section>& sections) const;
+  void read_section(const Section& section, HostConfig& config) const;
+  void read_path_list(const toml::node& node, const std::string& dotted, Experiment& e) const;
+  void check_required_sections(const HostConfig& config) const;
+  void check_backend(const HostConfig& config) const;
+  [[nodiscard]] PluginChoice resolve_plugin(const PendingPlugin& pending,
+                                            const PluginCatalog& catalog) const;
+  [[nodiscard]] PluginChoice default_comm_hook(const Section& distributed,
+                                               const PluginCatalog& catalog) const;
+  [[nodiscard]] Experiment resolve(const std::vector<Section>& sections,
+                                   const PluginCatalog& catalog) const;
+  template <typename BaseCheck>
+  [[noreturn]] void rethrow_for_trial(const Error& error, std::int64_t index,
+                                      const std::vector<Leaf>& overrides,
+                                      BaseCheck base_check) const;
+
+  Sources sources_;
+  Checker check_;
+  Experiment defaults_;  // defaults and where the experiment came from
+  std::int64_t trials_ = 1;  // [[trial]] tables (1 without any)
+  std::int64_t points_ = 1;  // points of the sweep (1 without [sweep])
+  std::vector<fs::path> plugin_paths_;
+};
+
+ParsedExperiment::ParsedExperiment(const fs::path& path,
+                                   const std::vector<std::string>& set_overrides)
+    : check_(path.string(), &sources_.origins) {
+  experiment_detail::load_sources(path, set_overrides, sources_);
+  defaults_.source_path = path;
+  defaults_.source_text = sources_.files.front().text;
+  defaults_.base_files.assign(sources_.files.begin() + 1, sources_.files.end());
+  defaults_.set_overrides = set_overrides;
+  defaults_.name = path.stem().string();
+  // The table, not the struct initialisers, is the one source of defaults.
+  for (const auto& section : section_specs())
+    for (const auto& key : section.keys)
+      if (key.apply != nullptr && key.spec.default_value)
+        key.apply(defaults_, *key.spec.default_value);
+
+  const auto& doc = sources_.doc;
+  if (doc.trials) trials_ = static_cast<std::int64_t>(doc.trials->size());
+  // In doubles, so that an absurd product is reported rather than overflowed.
+  double total = static_cast<double>(trials_);
+  for (const Axis& axis : doc.axes) {
+    points_ *= static_cast<std::int64_t>(axis.size());
+    total *= static_cast<double>(axis.size());
+    if (total > static_cast<double>(kMaxTrials))
+      throw Error(check_.nowhere(),
+                  "[sweep] and [[trial]] expand to more than " + std::to_string(kMaxTrials) +
+                      " trials",
+                  "split the study into several experiments");
+  }
+
+  // Everything that needs no plugin is checked now, for every trial, so that
+  // `runner validate` and the first run see the same problems.
+  for (std::int64_t index = 0; index < trial_count(); ++index) {
+    const std::vector<Leaf> overrides = overrides_of(index);
+    try {
+      const HostConfig config = check_host(sections_of(overrides));
+      if (index == 0) plugin_paths_ = config.experiment.plugin_paths;
+    } catch (const Error& e) {
+      rethrow_for_trial(e, index, overrides,
+                        [&] { static_cast<void>(check_host(sources_.doc.sections)); });
+    }
+  }
+}
+
+template <typename BaseCheck>
+void ParsedExperiment::rethrow_for_trial(const Error& error, std::int64_t index,
+                                         const std::vector<Leaf>& overrides,
+                                         BaseCheck base_check) const {
+  // A problem of the first trial that the base configuration has too is the
+  // files' fault, shared by every trial: naming a trial would mislead. A later
+  // trial's problem is its own, since the trials before it passed.
+  if (index == 0) {
+    try {
+      base_check();
+    } catch (const Error& base) {
+      if (std::string(base.what()) == error.what()) throw base;
+    }
+  }
+  const std::string label = label_of(varied_of(overrides));
+  throw Error(std::string(error.what()) + " (in trial " + std::to_string(index + 1) + ": " +
+                  (label.empty() ? std::string("base configuration") : label) + ")",
+              error.hint());
+}
+
+std::vector<Leaf> ParsedExperiment::overrides_of(std::int64_t index) const {
+  const auto& doc = sources_.doc;
+  std::vector<Leaf> out;
+  if (doc.trials) {
+    const auto& trial = (*doc.trials)[static_cast<std::size_t>(index / points_)];
+    out = trial.overrides;
+  }
+  // Mixed radix, the last axis varying fastest.
+  std::size_t rest = static_cast<std::size_t>(index % points_);
+  std::vector<std::size_t> picks(doc.axes.size());
+  for (std::size_t i = doc.axes.size(); i-- > 0;) {
+    picks[i] = rest % doc.axes[i].size();
+    rest /= doc.axes[i].size();
+  }
+  for (std::size_t i = 0; i < doc.axes.size(); ++i)
+    for (const Leaf& key : doc.axes[i].keys)
+      out.push_back(Leaf{key.key, key.key_src, key.node->as_array()->get(picks[i])});
+  return out;
+}
+
+std::vector<Section> ParsedExperiment::sections_of(const std::vector<Leaf>& overrides) const {
+  std::vector<Section> sections = sources_.doc.sections;
+  for (const Leaf& leaf : overrides) apply_override(sections, leaf);
+  return sections;
+}
+
+ParsedExperiment::HostConfig ParsedExperiment::check_host(
+    const std::vector<Section>& sections) const {
+  HostConfig config;
+  config.experiment = defaults_;
+  // [experiment] first: its kind decides which other sections are allowed.
+  for (const Section& section : sections)
+    if (section.name == "experiment") read_section(section, config);
+  const std::string& kind = config.experiment.kind;
+  for (const Section& section : sections) {
+    const SectionSpec& spec = *find_section(section.name);
+    if (!spec.only_kind.empty() && spec.only_kind != kind)
+      throw check_.error(section.key_src, *section.node,
+                         "section [" + spec.name + "] is only used by " + spec.only_kind +
+                             " experiments",
+                         "this experiment has kind = \"" + kind + "\"; remove [" + spec.name +
+                             "] or set kind = \"" + spec.only_kind + "\" in [experiment]");
+  }
+  for (const Section& section : sections)
+    if (section.name != "experiment") read_section(section, config);
+  check_required_sections(config);
+  return config;
+}
+
+void ParsedExperiment::read_section(const Section& section, HostConfig& config) const {
+  const SectionSpec& spec = *find_section(section.name);
+  if (spec.name == "distributed") {
+    config.distributed = &section;
+    config.experiment.distributed.enabled = true;
+  }
+  PendingPlugin pending{&spec, &section, {}, nullptr};
+  for (const Leaf& item : section.items) {
+    const std::string dotted = spec.name + "." + item.key;
+    if (spec.plugin && item.key == "plugin") {
+      const auto* name = item.node->as_string();
+      if (name == nullptr)
+        check_.fail(*item.node, "'" + dotted + "' must be a string, found " +
+                                    experiment_detail::describe(*item.node));
+      if (name->get().empty()) check_.fail(*item.node, "'" + dotted + "' must not be empty");
+      pending.name = name->get();
+      pending.name_node = item.node;
+      continue;
+    }
+    const HostKey* host = find_key(spec, item.key);
+    if (host == nullptr) {
+      if (spec.plugin) continue;  // a plugin option, checked in phase 2
+      std::string message = "unknown key '" + item.key + "' in [" + spec.name + "]";
+      if (const auto match = closest_match(item.key, key_names(spec)))
+        message += "; did you mean '" + *match + "'?";
+      throw check_.error(item, message,
+                         "keys of [" + spec.name + "]: " + join(key_names(spec), ", "));
+    }
+    switch (host->role) {
+      case KeyRole::path_list:
+        read_path_list(*item.node, dotted, config.experiment);
+        break;
+      case KeyRole::duration:
+        host->apply(config.experiment, OptionValue{check_.read_duration(*item.node, dotted)});
+        break;
+      case KeyRole::warmup:
+        host->apply(config.experiment, OptionValue{check_.read_warmup(*item.node, dotted)});
+        break;
+      case KeyRole::value: {
+        const OptionValue value = check_.read(host->spec, *item.node, dotted, {});
+        if (host->non_empty && std::get<std::string>(value).empty())
+          check_.fail(*item.node, "'" + dotted + "' must not be empty");
+        host->apply(config.experiment, value);
+        break;
+      }
+    }
+  }
+  if (!spec.plugin) return;
+  if (pending.name.empty())
+    throw check_.error(section.key_src, *section.node,
+                       "missing required key 'plugin' in [" + spec.name + "]",
+                       "name the " + std::string(to_string(*spec.plugin)) +
+                           " plugin, e.g. plugin = \"...\"; run 'runner plugins' to see what is "
+                           "loaded");
+  switch (*spec.plugin) {
+    case PluginKind::model: config.model = pending; break;
+    case PluginKind::loader: config.data = pending; break;
+    case PluginKind::optimizer: config.optimizer = pending; break;
+    case PluginKind::comm_hook: config.comm_hook = pending; break;
+    case PluginKind::kernel: break;  // no section names kernels yet
+  }
+}
+
+void ParsedExperiment::read_path_list(const toml::node& node, const std::string& dotted,
+                                      Experiment& e) const {
+  // Relative to the file that writes the path, so an experiment and its
+  // plugins move together; a --set path is relative to the working directory.
+  const auto* origin = check_.origin_of(node);
+  const fs::path folder = origin != nullptr ? origin->folder : e.source_path.parent_path();
+  auto add = [&](const toml::node& item, const std::string& name) {
+    const auto* text = item.as_string();
+    if (text == nullptr)
+      check_.fail(item, "'" + name + "' must be a string, found " +
+                            experiment_detail::describe(item));
+    if (text->get().empty()) check_.fail(item, "'" + name + "' must not be empty");
+    fs::path p(text->get());
+    if (p.is_relative()) p = folder / p;
+    e.plugin_paths.push_back(fs::absolute(p).lexically_normal());
+  };
+  e.plugin_paths.clear();  // an extending file's list replaces the base's
+  if (node.is_string()) {
+    add(node, dotted);
+    return;
+  }
+  const auto* array = node.as_array();
+  if (array == nullptr)
+    check_.fail(node, "'" + dotted + "' must be a string or a list of strings, found " +
+                          experiment_detail::describe(node));
+  for (std::size_t i = 0; i < array->size(); ++i)
+    add(*array->get(i), dotted + "[" + std::to_string(i) + "]");
+}
+
+void ParsedExperiment::check_required_sections(const HostConfig& config) const {
+  if (!config.model)
+    throw Error(check_.nowhere(), "missing section [model]",
+                "every experiment names its model: [model] plugin = \"...\"; "
+                "run 'runner plugins' to see what is loaded");
+  if (config.comm_hook && config.distributed == nullptr)
+    throw check_.error(config.comm_hook->section->key_src, *config.comm_hook->section->node,
+                       "section [comm_hook] needs a [distributed] section",
+                       "a communication hook reduces gradients across ranks: add [distributed] "
+                       "with world_size = N, or remove [comm_hook]");
+  if (config.distributed != nullptr) check_backend(config);
+  if (config.experiment.kind != "train") return;
+  if (!config.data)
+    throw Error(check_.nowhere(), "train experiments need a [data] section",
+                "add [data] with a loader plugin (e.g. plugin = \"synthetic\"), "
+                "or set kind = \"infer\" in [experiment]");
+  if (!config.optimizer)
+    throw Error(check_.nowhere(), "train experiments need an [optimizer] section",
+                "add [optimizer] with an optimizer plugin (e.g. plugin = \"sgd\"), "
+                "or set kind = \"infer\" in [experiment]");
+}
+
+void ParsedExperiment::check_backend(const HostConfig& config) const {
+  // gloo reduces CPU tensors here and nccl CUDA tensors; "auto" is decided at run time.
+  const std::string& backend = config.experiment.distributed.backend;
+  const std::string& device = config.experiment.device.type;
+  const bool mismatch = (backend == "gloo" && device == "cuda") || (backend == "nccl" && device == "cpu");
+  if (!mismatch) return;
+  const Section& section = *config.distributed;
+  const std::string other = backend == "gloo" ? "nccl" : "gloo";
+  const std::string message = "[distributed] backend \"" + backend + "\" does not work with device.type = \"" +
+                              device + "\"";
+  const std::string hint = "use backend = \"" + other + "\" for device.type = \"" + device +
+                           "\" (gloo: CPU tensors, nccl: CUDA tensors)";
+  for (const Leaf& item : section.items)
+    if (item.key == "backend") throw check_.error(item, message, hint);
+  throw check_.error(section.key_src, *section.node, message, hint);
+}
+
+PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
+                                              const PluginCatalog& catalog) const {
+  const SectionSpec& spec = *pending.spec;
+  const Section& section = *pending.section;
+  const PluginKind kind = *spec.plugin;
+  const std::string kind_name = to_string(kind);
+
+  const PluginDescriptor* plugin = catalog.find(kind, pending.name);
+  if (plugin == nullptr) {
+    const std::vector<std::string> available = catalog.names(kind);
+    std::string message = "unknown " + kind_name + " plugin '" + pending.name + "'";
+    if (const auto match = closest_match(pending.name, available))
+      message += "; did you mean '" + *match + "'?";
+    const std::string hint =
+        available.empty()
+            ? "no " + kind_name +
+                  " plugins are loaded; point RUNNER_PLUGIN_PATH, [plugins] path or "
+                  "--plugin-path at the folder that holds them"
+            : "available " + kind_name + " plugins: " + join(available, ", ") +
+                  "; run 'runner plugins' to see what is loaded";
+    throw check_.error(*pending.name_node, message, hint);
+  }
+
+  std::string hint = describe_hint(plugin->name);
+  std::vector<std::string> host_keys;
+  for (const auto& key : spec.keys) host_keys.push_back(key.spec.name);
+  if (!host_keys.empty()) hint += "; [" + spec.name + "] also takes " + join(host_keys, ", ");
+
+  std::vector<std::string> candidates;
+  for (const auto& option : plugin->schema.specs()) candidates.push_back(option.name);
+  for (const auto& key : spec.keys) candidates.push_back(key.spec.name);
+
+  std::map<std::string, OptionValue> values;
+  for (const Leaf& item : section.items) {
+    if (item.key == "plugin" || find_key(spec, item.key) != nullptr) continue;
+    const OptionSpec* option = plugin->schema.find(item.key);
+    if (option == nullptr) {
+      std::string message =
+          "unknown option '" + item.key + "' for " + kind_name + " plugin '" + plugin->name + "'";
+      if (const auto match = closest_match(item.key, candidates))
+        message += "; did you mean '" + *match + "'?";
+      throw check_.error(item, message, hint);
+    }
+    values[item.key] = check_.read(*option, *item.node, spec.name + "." + item.key, hint);
+  }
+  for (const auto& option : plugin->schema.specs()) {
+    if (values.count(option.name) != 0) continue;
+    if (!option.default_value)
+      throw check_.error(section.key_src, *section.node,
+                         "missing required option '" + option.name + "' for " + kind_name +
+                             " plugin '" + plugin->name + "'",
+                         hint);
+    values[option.name] = *option.default_value;
+  }
+  return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*pending.name_node)};
+}
+
+PluginChoice ParsedExperiment::default_comm_hook(const Section& distributed,
+                                                const PluginCatalog& catalog) const {
+  const PluginDescriptor* plugin = catalog.find(PluginKind::comm_hook, kDefaultCommHook);
+  if (plugin == nullptr)
+    throw check_.error(distributed.key_src, *distributed.node,
+                       std::string("[distributed] without [comm_hook] uses the comm_hook plugin '") +
+                           kDefaultCommHook + "', which is not loaded",
+                       "add [comm_hook] plugin = \"...\" naming a loaded hook, or load runner's "
+                       "built-in plugins; run 'runner plugins' to see what is loaded");
+  std::map<std::string, OptionValue> values;
+  for (const auto& option : plugin->schema.specs()) {
+    if (!option.default_value)
+      throw check_.error(distributed.key_src, *distributed.node,
+                         std::string("the default comm_hook plugin '") + kDefaultCommHook +
+                             "' has a required option '" + option.name + "'",
+                         "add [comm_hook] with its options");
+    values[option.name] = *option.default_value;
+  }
+  return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*distributed.node)};
+}
+
+Experiment ParsedExperiment::resolve(const std::vector<Section>& sections,
+                                     const PluginCatalog& catalog) const {
+  const HostConfig config = check_host(sections);
+  Experiment experiment = config.experiment;
+  experiment.model = resolve_plugin(*config.model, catalog);
+  if (config.data) experiment.data = resolve_plugin(*config.data, catalog);
+  if (config.optimizer) experiment.optimizer = resolve_plugin(*config.optimizer, catalog);
+  if (config.comm_hook) {
+    experiment.comm_hook = resolve_plugin(*config.comm_hook, catalog);
+  } else if (config.distributed != nullptr) {
+    experiment.comm_hook = default_comm_hook(*config.distributed, catalog);
+  }
+  return experiment;
+}
+
+std::vector<Trial> ParsedExperiment::expand(const PluginCatalog& catalog) const {
+  std::vector<Trial> trials;
+  trials.reserve(static_cast<std::size_t>(trial_count()));
+  std::map<std::string, std::int64_t> by_hash;
+  for (std::int64_t index = 0; index < trial_count(); ++index) {
+    const std::vector<Leaf> overrides = overrides_of(index);
+    Trial trial;
+    trial.index = index;
+    trial.varied = varied_of(overrides);
+    trial.label = label_of(trial.varied);
+    try {
+      trial.experiment = resolve(sections_of(overrides), catalog);
+    } catch (const Error& e) {
+      rethrow_for_trial(e, index, overrides, [&] { static_cast<void>(resolve_base(catalog)); });
+    }
+    // Trials are identified by their configuration: two equal ones would share results.
+    const auto [it, added] = by_hash.emplace(trial.experiment.config_hash(), index);
+    if (!added) {
+      const Trial& first = trials[static_cast<std::size_t>(it->second)];
+      throw Error(check_.nowhere(),
+                  trial_name(index, trial.label) + " has the same configuration as " +
+                      trial_name(first.index, first.label),
+                  "remove one of them; for more runs of one configuration, raise [experiment] "
+                  "repeats");
+    }
+    trials.push_back(std::move(trial));
+  }
+  return trials;
+}
+
+// ---------------------------------------------------------------------------
+
+std::string Experiment::resolved_json() const {
+  JsonObject root;
+  root.add("kind", json_quote(kind));
+  root.add("seed", std::to_string(seed));
+  root.add("device", JsonObject()
+                         .add("type", json_quote(device.type))
+                         .add("threads", std::to_string(device.threads))
+                         .add("interop_threads", std::to_string(device.interop_threads))
+                         .str());
+  root.add("model", json_of(model).str());
+  if (data) {
+    JsonObject section = json_of(*data);
+    section.add("batch_size", std::to_string(data_settings.batch_size));
+    section.add("shuffle", data_settings.shuffle ? "true" : "false");
+    section.add("drop_last", data_settings.drop_last ? "true" : "false");
+    root.add("data", section.str());
+  }
+  if (optimizer) root.add("optimizer", json_of(*optimizer).str());
+  // Only when present: experiments without it keep the hashes they had.
+  if (distributed.enabled)
+    root.add("distributed", JsonObject()
+                                .add("world_size", std::to_string(distributed.world_size))
+                                .add("backend", json_quote(distributed.backend))
+                                .add("bucket_mb", json_number(distributed.bucket_mb))
+                                .str());
+  if (comm_hook) root.add("comm_hook", json_of(*comm_hook).str());
+  if (kind == "train")
+    root.add("train", JsonObject()
+                          .add("steps", std::to_string(train.steps))
+                          .add("warmup", train.warmup < 0 ? std::string("\"auto\"")
+                                                          : std::to_string(train.warmup))
+                          .str());
+  else if (kind == "infer")
+    root.add("infer", JsonObject()
+                          .add("batches", std::to_string(infer.batches))
+                          .add("warmup", infer.warmup < 0 ? std::string("\"auto\"")
+                                                          : std::to_string(infer.warmup))
+                          .add("mode", json_quote(infer.mode))
+                          .str());
+  return root.str();
+}
+
+std::string Experiment::config_hash() const { return sha256_hex(resolved_json()); }
+
+std::shared_ptr<const ParsedExperiment> parse_experiment_file(
+    const fs::path& path, const std::vector<std::string>& set_overrides) {
+  return std::make_shared<const ParsedExperiment>(path, set_overrides);
+}
+
+std::vector<fs::path> plugin_paths_of(const ParsedExperiment& parsed) {
+  return parsed.plugin_paths();
+}
+
+std::int64_t trial_count(const ParsedExperiment& parsed) { return parsed.trial_count(); }
+
+std::vector<Trial> expand_trials(const ParsedExperiment& parsed, const PluginCatalog& catalog) {
+  return parsed.expand(catalog);
+}
+
+Experiment resolve_experiment(const ParsedExperiment& parsed, const PluginCatalog& catalog) {
+  return parsed.resolve_base(catalog);
+}
+
+Experiment load_experiment(const fs::path& path, const PluginCatalog& catalog) {
+  return resolve_experiment(*parse_experiment_file(path), catalog);
+}
+
+}  // namespace runner

@@ -1,0 +1,94 @@
+// The plugin host: finds plugin libraries, checks their ABI metadata, lets
+// them register through a narrow Registrar, and builds plugin instances.
+// This header does not include LibTorch (the CLI includes it).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runner/experiment/catalog.hpp"
+
+namespace runner {
+
+class Model;
+class Optimizer;
+class Loader;
+class Kernel;
+class CommHook;
+struct ModelContext;
+struct OptimizerContext;
+struct LoaderContext;
+
+/// A shared library the host has loaded.
+struct LoadedLibrary {
+  std::filesystem::path path;    ///< canonical path
+  std::string sha256;            ///< of the file
+  std::string plugin_version;    ///< the library's own version string
+};
+
+/// The ABI facts of this host, which every plugin library must match.
+struct HostAbi {
+  unsigned abi_version;
+  std::string runner_version;
+  std::string torch_version;
+  std::string compiler;
+  int cxx11_abi;
+  int cuda;
+};
+
+/// This host's ABI facts.
+[[nodiscard]] HostAbi host_abi();
+
+/// File names the host treats as plugin libraries when scanning a folder.
+[[nodiscard]] bool is_plugin_file_name(const std::string& file_name);
+
+/// Folders searched by default: the built-in plugin folder next to the
+/// executable (<exe>/../lib/runner/plugins), then RUNNER_PLUGIN_PATH entries.
+[[nodiscard]] std::vector<std::filesystem::path> default_plugin_paths();
+
+class PluginHost final : public PluginCatalog {
+ public:
+  PluginHost();
+  ~PluginHost() override;
+  PluginHost(const PluginHost&) = delete;
+  PluginHost& operator=(const PluginHost&) = delete;
+
+  /// Loads `path`: a plugin library file, or a folder whose runner_plugin_*.so
+  /// files are loaded in name order. Loading the same file twice is a no-op.
+  /// Throws runner::Error (input) for a missing path, a library that cannot
+  /// be loaded, is not a plugin, has a mismatched ABI, or registers a
+  /// duplicate name.
+  void load(const std::filesystem::path& path);
+
+  [[nodiscard]] const PluginDescriptor* find(PluginKind kind,
+                                             const std::string& name) const override;
+  [[nodiscard]] std::vector<std::string> names(PluginKind kind) const override;
+  /// Every registered plugin, ordered by kind then name.
+  [[nodiscard]] std::vector<const PluginDescriptor*> all() const;
+  /// Libraries loaded so far, in load order.
+  [[nodiscard]] const std::vector<LoadedLibrary>& libraries() const;
+  /// The library that registered a plugin.
+  [[nodiscard]] const LoadedLibrary& library_of(PluginKind kind, const std::string& name) const;
+
+  // Instances. A plugin exception is re-thrown as runner::Error (run kind)
+  // naming the plugin and its library.
+  [[nodiscard]] std::unique_ptr<Model> make_model(const std::string& name, const Options& options,
+                                                  const ModelContext& context) const;
+  [[nodiscard]] std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
+                                                          const Options& options,
+                                                          const OptimizerContext& context) const;
+  [[nodiscard]] std::unique_ptr<Loader> make_loader(const std::string& name, const Options& options,
+                                                    const LoaderContext& context) const;
+  [[nodiscard]] std::unique_ptr<Kernel> make_kernel(const std::string& name,
+                                                    const Options& options) const;
+  [[nodiscard]] std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
+                                                         const Options& options) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace runner

@@ -1,0 +1,358 @@
+#include "runner/host/host.hpp"
+
+#include <boost/dll/shared_library.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <variant>
+
+#include "runner/common/error.hpp"
+#include "runner/common/sha256.hpp"
+#include "runner/common/strings.hpp"
+#include "runner/sdk.hpp"
+
+namespace fs = std::filesystem;
+
+namespace runner {
+namespace {
+
+// Libraries are never unloaded: custom ops, vtables and static objects of a
+// plugin may outlive any host object, so handles live until the process exits.
+std::vector<boost::dll::shared_library>& process_libraries() {
+  static auto* libraries = new std::vector<boost::dll::shared_library>();
+  return *libraries;
+}
+std::mutex& process_libraries_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+
+std::string compiler_family(const std::string& compiler) {
+  return compiler.substr(0, compiler.find(' '));
+}
+
+std::string major_minor(const std::string& version) {
+  const auto first = version.find('.');
+  if (first == std::string::npos) return version;
+  return version.substr(0, version.find('.', first + 1));
+}
+
+std::string str_or_empty(const char* s) { return s == nullptr ? std::string() : std::string(s); }
+
+std::string describe_abi(const HostAbi& abi) {
+  std::ostringstream out;
+  out << "SDK ABI " << abi.abi_version << ", runner " << abi.runner_version << ", LibTorch "
+      << abi.torch_version << ", " << abi.compiler << ", _GLIBCXX_USE_CXX11_ABI=" << abi.cxx11_abi
+      << ", CUDA " << (abi.cuda ? "on" : "off");
+  return out.str();
+}
+
+using AnyFactory =
+    std::variant<ModelFactory, OptimizerFactory, LoaderFactory, KernelFactory, CommHookFactory>;
+
+struct Entry {
+  PluginDescriptor descriptor;
+  AnyFactory factory;
+  std::size_t library = 0;
+};
+
+}  // namespace
+
+HostAbi host_abi() {
+  const PluginAbiInfo& info = this_abi_info();
+  return HostAbi{RUNNER_SDK_ABI_VERSION, info.runner_version, info.torch_version,
+                 info.compiler,          info.cxx11_abi,      info.cuda};
+}
+
+bool is_plugin_file_name(const std::string& file_name) {
+  return file_name.rfind("runner_plugin_", 0) == 0 && file_name.size() > 3 &&
+         file_name.compare(file_name.size() - 3, 3, ".so") == 0;
+}
+
+std::vector<fs::path> default_plugin_paths() {
+  std::vector<fs::path> paths;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path builtin = exe.parent_path().parent_path() / "lib" / "runner" / "plugins";
+    if (fs::is_directory(builtin, ec)) paths.push_back(builtin);
+  }
+  if (const char* env = std::getenv("RUNNER_PLUGIN_PATH"); env != nullptr) {
+    for (const auto& part : split(env, ':'))
+      if (!part.empty()) paths.emplace_back(part);
+  }
+  return paths;
+}
+
+struct PluginHost::Impl {
+  std::vector<LoadedLibrary> libraries;
+  std::map<std::pair<PluginKind, std::string>, Entry> entries;
+
+  void load_file(const fs::path& path);
+  void check_abi(const fs::path& path, const PluginAbiInfo& info) const;
+  const Entry& entry(PluginKind kind, const std::string& name) const;
+};
+
+namespace {
+
+// The registrar a library sees during registration: it only adds entries.
+class HostRegistrar final : public Registrar {
+ public:
+  HostRegistrar(std::map<std::pair<PluginKind, std::string>, Entry>& entries,
+                const std::vector<LoadedLibrary>& libraries, std::size_t library)
+      : entries_(entries), libraries_(libraries), library_(library) {}
+
+  void add_model(std::string name, std::string help, OptionSchema options,
+                 ModelFactory factory) override {
+    add(PluginKind::model, std::move(name), std::move(help), std::move(options),
+        std::move(factory));
+  }
+  void add_optimizer(std::string name, std::string help, OptionSchema options,
+                     OptimizerFactory factory) override {
+    add(PluginKind::optimizer, std::move(name), std::move(help), std::move(options),
+        std::move(factory));
+  }
+  void add_loader(std::string name, std::string help, OptionSchema options,
+                  LoaderFactory factory) override {
+    add(PluginKind::loader, std::move(name), std::move(help), std::move(options),
+        std::move(factory));
+  }
+  void add_kernel(std::string name, std::string help, OptionSchema options,
+                  KernelFactory factory) override {
+    add(PluginKind::kernel, std::move(name), std::move(help), std::move(options),
+        std::move(factory));
+  }
+  void add_comm_hook(std::string name, std::string help, OptionSchema options,
+                     CommHookFactory factory) override {
+    add(PluginKind::comm_hook, std::move(name), std::move(help), std::move(options),
+        std::move(factory));
+  }
+
+  /// Entries added by this library, committed only if registration succeeds.
+  std::vector<Entry> added;
+
+ private:
+  void add(PluginKind kind, std::string name, std::string help, OptionSchema options,
+           AnyFactory factory) {
+    const std::string& file = libraries_[library_].path.string();
+    if (name.empty())
+      throw Error("plugin library '" + file + "' registers a " + to_string(kind) +
+                  " plugin with an empty name");
+    auto clash = entries_.find({kind, name});
+    if (clash != entries_.end())
+      throw Error(std::string(to_string(kind)) + " plugin '" + name +
+                      "' is registered twice: by '" +
+                      libraries_[clash->second.library].path.string() + "' and by '" + file + "'",
+                  "remove one of the two libraries from the plugin path");
+    for (const auto& e : added)
+      if (e.descriptor.kind == kind && e.descriptor.name == name)
+        throw Error(std::string(to_string(kind)) + " plugin '" + name +
+                    "' is registered twice by '" + file + "'");
+    Entry e;
+    e.descriptor.kind = kind;
+    e.descriptor.name = std::move(name);
+    e.descriptor.help = std::move(help);
+    e.descriptor.schema = std::move(options);
+    e.descriptor.library = file;
+    e.factory = std::move(factory);
+    e.library = library_;
+    added.push_back(std::move(e));
+  }
+
+  std::map<std::pair<PluginKind, std::string>, Entry>& entries_;
+  const std::vector<LoadedLibrary>& libraries_;
+  std::size_t library_;
+};
+
+}  // namespace
+
+void PluginHost::Impl::check_abi(const fs::path& path, const PluginAbiInfo& info) const {
+  const HostAbi host = host_abi();
+  std::vector<std::string> mismatches;
+  auto expect = [&](const char* what, const std::string& expected, const std::string& found) {
+    mismatches.push_back(std::string(what) + ": expected " + expected + ", found " + found);
+  };
+  if (info.abi_version != host.abi_version) {
+    expect("SDK ABI version", std::to_string(host.abi_version), std::to_string(info.abi_version));
+  }
+  // Fields after struct_size are only meaningful when the layout matches.
+  if (info.abi_version == host.abi_version && info.struct_size == sizeof(PluginAbiInfo)) {
+    const std::string runner_version = str_or_empty(info.runner_version);
+    if (major_minor(runner_version) != major_minor(host.runner_version))
+      expect("runner version", host.runner_version, runner_version);
+    const std::string torch_version = str_or_empty(info.torch_version);
+    if (torch_version != host.torch_version)
+      expect("LibTorch version", host.torch_version, torch_version);
+    const std::string compiler = str_or_empty(info.compiler);
+    if (compiler_family(compiler) != compiler_family(host.compiler))
+      expect("compiler", host.compiler, compiler);
+    if (info.cxx11_abi != host.cxx11_abi)
+      expect("_GLIBCXX_USE_CXX11_ABI", std::to_string(host.cxx11_abi),
+             std::to_string(info.cxx11_abi));
+    if (info.cuda != host.cuda)
+      expect("CUDA", host.cuda ? "on" : "off", info.cuda ? "on" : "off");
+  }
+  if (!mismatches.empty())
+    throw Error("plugin library '" + path.string() + "' does not match this runner: " +
+                    join(mismatches, "; "),
+                "rebuild the plugin against this runner's SDK (" + describe_abi(host) + ")");
+}
+
+void PluginHost::Impl::load_file(const fs::path& given) {
+  std::error_code ec;
+  const fs::path path = fs::canonical(given, ec);
+  if (ec) throw Error("plugin library '" + given.string() + "' does not exist");
+  for (const auto& lib : libraries)
+    if (lib.path == path) return;
+
+  boost::dll::shared_library library;
+  try {
+    library.load(path, boost::dll::load_mode::rtld_now);
+  } catch (const std::exception& e) {
+    throw Error("cannot load plugin library '" + path.string() + "': " + e.what(),
+                "check that it was built for this machine and that its dependencies resolve (ldd)");
+  }
+  // Kept even when rejected below: its static initialisers (op registrations)
+  // have already run, and unloading would leave them dangling.
+  {
+    std::lock_guard<std::mutex> lock(process_libraries_mutex());
+    process_libraries().push_back(library);
+  }
+  if (!library.has("runner_plugin_abi") || !library.has("runner_plugin_register"))
+    throw Error("'" + path.string() + "' is not a runner plugin: it does not export "
+                "runner_plugin_abi and runner_plugin_register",
+                "declare the entry point with RUNNER_PLUGIN(register_fn)");
+  const auto& abi_fn = library.get_alias<const PluginAbiInfo*()>("runner_plugin_abi");
+  const PluginAbiInfo* info = abi_fn();
+  if (info == nullptr)
+    throw Error("plugin library '" + path.string() + "' returned no ABI information");
+  check_abi(path, *info);
+
+  LoadedLibrary loaded;
+  loaded.path = path;
+  loaded.sha256 = sha256_file_hex(path);
+  loaded.plugin_version = str_or_empty(info->plugin_version);
+  libraries.push_back(std::move(loaded));
+
+  HostRegistrar registrar(entries, libraries, libraries.size() - 1);
+  try {
+    library.get_alias<void(Registrar&)>("runner_plugin_register")(registrar);
+  } catch (const Error&) {
+    libraries.pop_back();
+    throw;
+  } catch (const std::exception& e) {
+    libraries.pop_back();
+    throw Error("plugin library '" + path.string() + "' failed to register: " + e.what());
+  }
+  for (auto& e : registrar.added) {
+    auto key = std::make_pair(e.descriptor.kind, e.descriptor.name);
+    entries.emplace(std::move(key), std::move(e));
+  }
+}
+
+const Entry& PluginHost::Impl::entry(PluginKind kind, const std::string& name) const {
+  auto it = entries.find({kind, name});
+  if (it == entries.end())
+    throw Error(std::string("unknown ") + to_string(kind) + " plugin '" + name + "'",
+                "run 'runner plugins' to see what is loaded");
+  return it->second;
+}
+
+PluginHost::PluginHost() : impl_(std::make_unique<Impl>()) {}
+PluginHost::~PluginHost() = default;
+
+void PluginHost::load(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    std::vector<fs::path> files;
+    for (const auto& item : fs::directory_iterator(path, ec))
+      if (item.is_regular_file() && is_plugin_file_name(item.path().filename().string()))
+        files.push_back(item.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) impl_->load_file(file);
+    return;
+  }
+  if (!fs::exists(path, ec))
+    throw Error("plugin path '" + path.string() + "' does not exist",
+                "pass a plugin library or a folder holding runner_plugin_*.so files");
+  impl_->load_file(path);
+}
+
+const PluginDescriptor* PluginHost::find(PluginKind kind, const std::string& name) const {
+  auto it = impl_->entries.find({kind, name});
+  return it == impl_->entries.end() ? nullptr : &it->second.descriptor;
+}
+
+std::vector<std::string> PluginHost::names(PluginKind kind) const {
+  std::vector<std::string> out;
+  for (const auto& [key, e] : impl_->entries)
+    if (key.first == kind) out.push_back(key.second);
+  return out;  // map order: sorted by name within a kind
+}
+
+std::vector<const PluginDescriptor*> PluginHost::all() const {
+  std::vector<const PluginDescriptor*> out;
+  for (const auto& [key, e] : impl_->entries) out.push_back(&e.descriptor);
+  return out;
+}
+
+const std::vector<LoadedLibrary>& PluginHost::libraries() const { return impl_->libraries; }
+
+const LoadedLibrary& PluginHost::library_of(PluginKind kind, const std::string& name) const {
+  return impl_->libraries[impl_->entry(kind, name).library];
+}
+
+namespace {
+
+// Calls a factory, adding the plugin's name and library to anything it throws.
+template <typename Factory, typename... Args>
+auto call_factory(const Entry& e, Args&&... args) {
+  const auto& factory = std::get<Factory>(e.factory);
+  decltype(factory(std::forward<Args>(args)...)) made;
+  try {
+    made = factory(std::forward<Args>(args)...);
+  } catch (const std::exception& ex) {
+    throw Error(std::string(to_string(e.descriptor.kind)) + " plugin '" + e.descriptor.name +
+                    "' (" + e.descriptor.library + ") failed: " + ex.what(),
+                {}, ErrorKind::run);
+  }
+  if (!made)
+    throw Error(std::string(to_string(e.descriptor.kind)) + " plugin '" + e.descriptor.name +
+                    "' (" + e.descriptor.library + ") returned nothing",
+                {}, ErrorKind::run);
+  return made;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> PluginHost::make_model(const std::string& name, const Options& options,
+                                              const ModelContext& context) const {
+  return call_factory<ModelFactory>(impl_->entry(PluginKind::model, name), options, context);
+}
+
+std::unique_ptr<Optimizer> PluginHost::make_optimizer(const std::string& name,
+                                                      const Options& options,
+                                                      const OptimizerContext& context) const {
+  return call_factory<OptimizerFactory>(impl_->entry(PluginKind::optimizer, name), options,
+                                        context);
+}
+
+std::unique_ptr<Loader> PluginHost::make_loader(const std::string& name, const Options& options,
+                                                const LoaderContext& context) const {
+  return call_factory<LoaderFactory>(impl_->entry(PluginKind::loader, name), options, context);
+}
+
+std::unique_ptr<Kernel> PluginHost::make_kernel(const std::string& name,
+                                                const Options& options) const {
+  return call_factory<KernelFactory>(impl_->entry(PluginKind::kernel, name), options);
+}
+
+std::unique_ptr<CommHook> PluginHost::make_comm_hook(const std::string& name,
+                                                     const Options& options) const {
+  return call_factory<CommHookFactory>(impl_->entry(PluginKind::comm_hook, name), options);
+}
+
+}  // namespace runner

@@ -1,0 +1,281 @@
+#include "runner/process/isolation.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "runner/common/error.hpp"
+
+namespace runner {
+namespace {
+
+std::atomic<int> g_interrupts{0};
+std::atomic<bool> g_interrupt_flag{false};
+int g_wake_pipe[2] = {-1, -1};
+std::atomic<bool> g_child_stop{false};
+
+void on_interrupt(int) {
+  g_interrupts.fetch_add(1);
+  g_interrupt_flag.store(true);
+  if (g_wake_pipe[1] >= 0) {
+    const char byte = 1;
+    // Nothing useful to do if the pipe is full: the waiter wakes anyway.
+    [[maybe_unused]] ssize_t n = ::write(g_wake_pipe[1], &byte, 1);
+  }
+}
+
+void on_child_interrupt(int) { g_child_stop.store(true); }
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+using Clock = std::chrono::steady_clock;
+
+// A pipe whose ends are not inherited by exec'd programs.
+std::pair<int, int> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw Error(std::string("cannot create a pipe: ") + std::strerror(errno), {}, ErrorKind::run);
+  return {fds[0], fds[1]};
+}
+
+bool write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Everything until end of file.
+std::string read_all(int fd) {
+  std::string out;
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) out.append(buffer, static_cast<std::size_t>(n));
+  return out;
+}
+
+// fork(); the child dies with this process (PR_SET_PDEATHSIG). Throws when
+// fork fails, naming `what`.
+pid_t fork_linked(const std::string& what) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw Error("cannot fork " + what + ": " + std::strerror(errno), {}, ErrorKind::run);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(125);  // the parent died before prctl
+  }
+  return pid;
+}
+
+}  // namespace
+
+std::string describe_signal(int signal) {
+  const char* name = ::strsignal(signal);
+  return "killed by signal " + std::to_string(signal) + " (" + (name ? name : "unknown") + ")";
+}
+
+void Interrupts::install() {
+  if (g_wake_pipe[0] < 0) {
+    if (::pipe2(g_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      throw Error(std::string("cannot create a pipe: ") + std::strerror(errno), {}, ErrorKind::run);
+  }
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+int Interrupts::count() { return g_interrupts.load(); }
+int Interrupts::wake_fd() { return g_wake_pipe[0]; }
+const std::atomic<bool>& Interrupts::flag() { return g_interrupt_flag; }
+void Interrupts::reset() {
+  g_interrupts.store(0);
+  g_interrupt_flag.store(false);
+  char buffer[64];
+  while (g_wake_pipe[0] >= 0 && ::read(g_wake_pipe[0], buffer, sizeof buffer) > 0) {
+  }
+}
+
+std::string capture_in_child(const std::function<std::string()>& body) {
+  const auto [read_end, write_end] = make_pipe();
+  ChildOptions options;
+  options.timeout = std::chrono::duration<double>(600.0);
+  const ChildExit exit = run_in_child(
+      [&, read_end = read_end, write_end = write_end]() -> int {
+        ::close(read_end);
+        return write_all(write_end, body()) ? 0 : 1;
+      },
+      options);
+  ::close(write_end);
+  const std::string out = read_all(read_end);
+  ::close(read_end);
+  if (exit.kind != ChildExit::Kind::exited || exit.exit_code != 0)
+    throw Error("a probe process failed" +
+                    (exit.kind == ChildExit::Kind::signaled ? ": " + describe_signal(exit.signal)
+                                                            : std::string()),
+                {}, ErrorKind::run);
+  return out;
+}
+
+bool child_stop_requested() { return g_child_stop.load(std::memory_order_relaxed); }
+const std::atomic<bool>& child_stop_flag() { return g_child_stop; }
+
+ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& options) {
+  const auto start = Clock::now();
+  const pid_t pid = fork_linked("a run process");
+  if (pid == 0) {
+    // Child: its own process group, so a terminal's Ctrl-C reaches only the
+    // parent, which forwards exactly one SIGINT.
+    ::setpgid(0, 0);
+    struct sigaction action {};
+    action.sa_handler = on_child_interrupt;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, nullptr);
+    ::signal(SIGTERM, SIG_DFL);
+    int code = 1;
+    try {
+      code = body();
+    } catch (...) {
+      code = 1;
+    }
+    ::_exit(code);  // no destructors of the parent's objects run in the child
+  }
+
+  ChildExit result;
+  const int pidfd = pidfd_open(pid);
+  if (pidfd < 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    throw Error(std::string("cannot watch the run process (pidfd_open): ") +
+                    std::strerror(errno),
+                "runner needs Linux 5.3 or newer", ErrorKind::run);
+  }
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(options.timeout);
+  auto next_tick = start + std::chrono::duration_cast<Clock::duration>(options.tick);
+  int forwarded = 0;
+  bool killed_for_timeout = false, killed_for_interrupt = false;
+  while (true) {
+    const auto now = Clock::now();
+    if (!killed_for_timeout && now >= deadline) {
+      ::kill(pid, SIGKILL);
+      killed_for_timeout = true;
+    }
+    if (now >= next_tick) {
+      if (options.on_tick) options.on_tick();
+      next_tick = now + std::chrono::duration_cast<Clock::duration>(options.tick);
+    }
+    const auto wake = std::min(deadline, next_tick);
+    const auto wait_ms = std::max<long long>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1);
+    pollfd fds[2] = {{pidfd, POLLIN, 0}, {Interrupts::wake_fd(), POLLIN, 0}};
+    const int nfds = fds[1].fd >= 0 ? 2 : 1;
+    const int ready = ::poll(fds, static_cast<nfds_t>(nfds), static_cast<int>(wait_ms));
+    if (ready < 0 && errno != EINTR) break;
+    if (nfds == 2 && (fds[1].revents & POLLIN)) {
+      char buffer[64];
+      while (::read(fds[1].fd, buffer, sizeof buffer) > 0) {
+      }
+    }
+    const int interrupts = Interrupts::count();
+    if (interrupts > forwarded) {
+      if (forwarded == 0) {
+        ::kill(pid, SIGINT);  // ask the run to stop cleanly
+      }
+      if (interrupts >= 2 && !killed_for_interrupt) {
+        ::kill(pid, SIGKILL);  // a second interrupt: stop now
+        killed_for_interrupt = true;
+      }
+      forwarded = interrupts;
+    }
+    if (ready > 0 && (fds[0].revents & POLLIN)) break;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::close(pidfd);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (killed_for_timeout) {
+    result.kind = ChildExit::Kind::timed_out;
+  } else if (killed_for_interrupt) {
+    result.kind = ChildExit::Kind::interrupted;
+  } else if (WIFSIGNALED(status)) {
+    result.kind = ChildExit::Kind::signaled;
+    result.signal = WTERMSIG(status);
+  } else {
+    result.kind = ChildExit::Kind::exited;
+    result.exit_code = WEXITSTATUS(status);
+  }
+  return result;
+}
+
+Companions::~Companions() { stop(); }
+
+void Companions::spawn(const std::string& name, const std::function<std::string()>& body) {
+  const auto [read_end, write_end] = make_pipe();
+  pid_t pid = -1;
+  try {
+    pid = fork_linked(name);
+  } catch (...) {
+    ::close(read_end);
+    ::close(write_end);
+    throw;
+  }
+  if (pid == 0) {
+    ::close(read_end);
+    std::string text;
+    try {
+      text = body();
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+      text = "unknown exception";
+    }
+    if (text.empty()) text = "ended without an error message";
+    (void)write_all(write_end, text);
+    ::_exit(1);
+  }
+  ::close(write_end);
+  children_.push_back({name, pid, read_end});
+}
+
+void Companions::stop() {
+  for (Child& child : children_) {
+    if (child.pid < 0) continue;
+    ::kill(child.pid, SIGKILL);  // harmless if it has already ended
+    int status = 0;
+    while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    child.pid = -1;
+    // A child writes its text before it exits, so once reaped all of it is in the pipe.
+    const std::string text = read_all(child.error_fd);
+    ::close(child.error_fd);
+    child.error_fd = -1;
+    if (!text.empty()) {
+      failures_.push_back(child.name + ": " + text);
+    } else if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL) {
+      failures_.push_back(child.name + " was " + describe_signal(WTERMSIG(status)));
+    } else if (WIFEXITED(status)) {
+      failures_.push_back(child.name + " exited with code " +
+                          std::to_string(WEXITSTATUS(status)));
+    }
+  }
+}
+
+}  // namespace runner

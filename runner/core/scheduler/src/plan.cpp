@@ -1,0 +1,84 @@
+#include "runner/scheduler/plan.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "runner/common/error.hpp"
+#include "runner/common/sha256.hpp"
+
+namespace runner {
+
+std::vector<PlannedRun> interleave(std::size_t trials, std::int64_t repeats, bool shuffle,
+                                   std::uint64_t seed) {
+  std::vector<PlannedRun> plan;
+  plan.reserve(trials * static_cast<std::size_t>(std::max<std::int64_t>(repeats, 0)));
+  std::vector<std::size_t> order(trials);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 generator(seed);
+  for (std::int64_t r = 0; r < repeats; ++r) {
+    if (shuffle) std::shuffle(order.begin(), order.end(), generator);
+    for (std::size_t t : order) plan.push_back({t, r});
+  }
+  return plan;
+}
+
+Shard parse_shard(const std::string& text) {
+  const auto fail = [&] {
+    throw Error("--shard must be K/N with 1 <= K <= N, found '" + text + "'",
+                "e.g. --shard 2/4 runs the second quarter of the runs");
+  };
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) fail();
+  Shard shard;
+  try {
+    std::size_t used_k = 0, used_n = 0;
+    const std::string k = text.substr(0, slash), n = text.substr(slash + 1);
+    shard.index = std::stoll(k, &used_k);
+    shard.count = std::stoll(n, &used_n);
+    if (used_k != k.size() || used_n != n.size()) fail();
+  } catch (const std::logic_error&) {
+    fail();
+  }
+  if (shard.count < 1 || shard.index < 1 || shard.index > shard.count) fail();
+  return shard;
+}
+
+bool in_shard(const std::string& identity, std::int64_t repeat, const Shard& shard) {
+  if (shard.count == 1) return true;
+  const std::string digest = sha256_hex(identity + ":" + std::to_string(repeat));
+  const std::uint64_t value = std::stoull(digest.substr(0, 15), nullptr, 16);
+  return static_cast<std::int64_t>(value % static_cast<std::uint64_t>(shard.count)) ==
+         shard.index - 1;
+}
+
+std::string skip_reason(const std::vector<store::TrialRun>& existing, std::int64_t repeat,
+                        ResumePolicy policy) {
+  if (policy == ResumePolicy::force) return {};
+  // A finished record wins over earlier failed attempts of the same repetition.
+  for (const auto& run : existing)
+    if (run.repeat_index == repeat && run.status == store::kStatusFinished)
+      return "finished as run " + std::to_string(run.run_id);
+  for (const auto& run : existing) {
+    if (run.repeat_index != repeat) continue;
+    const bool failed = run.status == store::kStatusFailed || run.status == store::kStatusCrashed ||
+                        run.status == store::kStatusTimeout || run.status == store::kStatusDiverged;
+    if (failed && policy == ResumePolicy::missing)
+      return run.status + " as run " + std::to_string(run.run_id) + " (--rerun-failed reruns it)";
+    if (run.status == store::kStatusRunning)
+      return "running as run " + std::to_string(run.run_id) + " in another process";
+  }
+  return {};
+}
+
+std::string trial_identity(const std::string& config_hash,
+                           const std::vector<store::PluginRecord>& plugins) {
+  std::vector<std::string> parts;
+  for (const auto& p : plugins) parts.push_back(p.kind + ":" + p.name + ":" + p.sha256);
+  std::sort(parts.begin(), parts.end());
+  std::string text = config_hash;
+  for (const auto& part : parts) text += "\n" + part;
+  return sha256_hex(text);
+}
+
+}  // namespace runner
