@@ -5,7 +5,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <cerrno>
 #include <csignal>
+#include <stdexcept>
+
+#include "runner/common/error.hpp"
+#include "runner/process/fd.hpp"
+#include "support/expect_throw_msg.hpp"
 
 namespace {
 
@@ -49,16 +58,6 @@ TEST(RunInChild, ACrashIsReportedWithItsSignal) {
   EXPECT_EQ(runner::describe_signal(SIGSEGV), "killed by signal 11 (Segmentation fault)");
 }
 
-TEST(RunInChild, AHangIsKilledAtTheTimeoutWhileTheParentHeartbeats) {
-  int ticks = 0;
-  runner::ChildOptions o = quick(0.5, 0.05);
-  o.on_tick = [&] { ++ticks; };
-  const auto r = runner::run_in_child([] { for (;;) ::pause(); return 0; }, o);
-  EXPECT_EQ(r.kind, Kind::timed_out);
-  EXPECT_GE(r.seconds, 0.5);
-  EXPECT_GE(ticks, 5);
-}
-
 TEST(RunInChild, TheFirstInterruptIsForwardedAsSigint) {
   runner::Interrupts::install();
   runner::Interrupts::reset();
@@ -91,6 +90,105 @@ TEST(RunInChild, ASecondInterruptKillsTheChild) {
   EXPECT_EQ(r.kind, Kind::interrupted);
   EXPECT_GE(runner::Interrupts::count(), 2);
   runner::Interrupts::reset();
+}
+
+TEST(RunInChild, AKilledHangIsATimeoutNotACrash) {
+  const auto r = runner::run_in_child([] { for (;;) ::pause(); return 0; }, quick(0.2, 0.05));
+  EXPECT_EQ(r.kind, Kind::timed_out);
+  EXPECT_GE(r.seconds, 0.2);
+}
+
+// True when this process has no child at all, running or unreaped.
+bool no_child_left() {
+  errno = 0;
+  return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
+}
+
+TEST(RunInChild, AThrowingHeartbeatLeavesNoDescriptorAndNoChild) {
+  const int before = runner::count_open_fds();
+  ASSERT_GT(before, 0);
+  runner::ChildOptions o = quick(30, 0.0);
+  // The heartbeat opens the database in real use; here it fails at once,
+  // while the child still runs.
+  o.on_tick = [] { throw std::runtime_error("database is locked"); };
+  EXPECT_THROW_MSG((void)runner::run_in_child([] { for (;;) ::pause(); return 0; }, o),
+                   std::runtime_error, "database is locked");
+  EXPECT_EQ(runner::count_open_fds(), before);
+  EXPECT_TRUE(no_child_left());
+}
+
+// Lowers this process's descriptor limit so that exactly `free` more
+// descriptors can be opened, and restores it on destruction.
+class FdLimit {
+ public:
+  explicit FdLimit(int free) {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    // The lowest free numbers are the ones the next opens get.
+    std::vector<int> probes;
+    for (int i = 0; i < free; ++i) probes.push_back(::dup(0));
+    int highest = 0;
+    for (int fd : probes) highest = std::max(highest, fd);
+    for (int fd : probes) ::close(fd);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = static_cast<rlim_t>(highest + 1);
+    ::setrlimit(RLIMIT_NOFILE, &lowered);
+  }
+  FdLimit(const FdLimit&) = delete;
+  FdLimit& operator=(const FdLimit&) = delete;
+  ~FdLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
+
+TEST(CaptureInChild, ReturnsWhatTheChildWrote) {
+  EXPECT_EQ(runner::capture_in_child([] { return std::string("cpu\n"); }), "cpu\n");
+}
+
+TEST(CaptureInChild, ARefusedPidfdLeavesNoDescriptorAndNoChild) {
+  const int before = runner::count_open_fds();
+  {
+    // Room for the capture pipe's two ends, none for the pidfd.
+    const FdLimit limit(2);
+    EXPECT_THROW_MSG((void)runner::capture_in_child([] { return std::string("x"); }),
+                     runner::Error,
+                     "cannot watch the run process (pidfd_open): Too many open files");
+  }
+  EXPECT_EQ(runner::count_open_fds(), before);
+  EXPECT_TRUE(no_child_left());
+}
+
+TEST(Companions, StopReapsEveryRankAndClosesItsPipe) {
+  const int before = runner::count_open_fds();
+  {
+    // `done` reaches end of file once rank 1 has exited: rank 1 holds its
+    // write end until then, rank 2 lets go of it at once.
+    runner::Pipe done = runner::make_pipe();
+    runner::Companions ranks;
+    ranks.spawn("rank 1", [] { return std::string("loss is nan"); });
+    ranks.spawn("rank 2", [&]() -> std::string {
+      done.write.reset();
+      for (;;) ::pause();
+    });
+    done.write.reset();
+    (void)runner::read_all(done.read.get());
+    ranks.stop();
+    // Rank 1 ended on its own with its reason; rank 2 was killed, which is no failure.
+    ASSERT_EQ(ranks.failures().size(), 1u);
+    EXPECT_EQ(ranks.failures()[0], "rank 1: loss is nan");
+  }
+  EXPECT_EQ(runner::count_open_fds(), before);
+  EXPECT_TRUE(no_child_left());
+}
+
+TEST(Companions, DestructionWithoutStopKillsAndReaps) {
+  const int before = runner::count_open_fds();
+  {
+    runner::Companions ranks;
+    ranks.spawn("rank 1", []() -> std::string { for (;;) ::pause(); });
+  }
+  EXPECT_EQ(runner::count_open_fds(), before);
+  EXPECT_TRUE(no_child_left());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "runner/common/error.hpp"
+#include "runner/process/fd.hpp"
 
 namespace runner {
 namespace {
@@ -35,52 +36,7 @@ void on_interrupt(int) {
 
 void on_child_interrupt(int) { g_child_stop.store(true); }
 
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-
 using Clock = std::chrono::steady_clock;
-
-// A pipe whose ends are not inherited by exec'd programs.
-std::pair<int, int> make_pipe() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw Error(std::string("cannot create a pipe: ") + std::strerror(errno), {}, ErrorKind::run);
-  return {fds[0], fds[1]};
-}
-
-bool write_all(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// Everything until end of file.
-std::string read_all(int fd) {
-  std::string out;
-  char buffer[4096];
-  ssize_t n = 0;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR))
-    if (n > 0) out.append(buffer, static_cast<std::size_t>(n));
-  return out;
-}
-
-// fork(); the child dies with this process (PR_SET_PDEATHSIG). Throws when
-// fork fails, naming `what`.
-pid_t fork_linked(const std::string& what) {
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0)
-    throw Error("cannot fork " + what + ": " + std::strerror(errno), {}, ErrorKind::run);
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(125);  // the parent died before prctl
-  }
-  return pid;
-}
 
 }  // namespace
 
@@ -114,18 +70,17 @@ void Interrupts::reset() {
 }
 
 std::string capture_in_child(const std::function<std::string()>& body) {
-  const auto [read_end, write_end] = make_pipe();
+  Pipe pipe = make_pipe();
   ChildOptions options;
   options.timeout = std::chrono::duration<double>(600.0);
   const ChildExit exit = run_in_child(
-      [&, read_end = read_end, write_end = write_end]() -> int {
-        ::close(read_end);
-        return write_all(write_end, body()) ? 0 : 1;
+      [&]() -> int {
+        pipe.read.reset();
+        return write_all(pipe.write.get(), body()) ? 0 : 1;
       },
       options);
-  ::close(write_end);
-  const std::string out = read_all(read_end);
-  ::close(read_end);
+  pipe.write.reset();  // the child has ended: the read below sees end of file
+  const std::string out = read_all(pipe.read.get());
   if (exit.kind != ChildExit::Kind::exited || exit.exit_code != 0)
     throw Error("a probe process failed" +
                     (exit.kind == ChildExit::Kind::signaled ? ": " + describe_signal(exit.signal)
@@ -139,8 +94,8 @@ const std::atomic<bool>& child_stop_flag() { return g_child_stop; }
 
 ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& options) {
   const auto start = Clock::now();
-  const pid_t pid = fork_linked("a run process");
-  if (pid == 0) {
+  ChildProcess child = fork_linked("a run process");
+  if (child.pid() < 0) {
     // Child: its own process group, so a terminal's Ctrl-C reaches only the
     // parent, which forwards exactly one SIGINT.
     ::setpgid(0, 0);
@@ -158,15 +113,9 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
     ::_exit(code);  // no destructors of the parent's objects run in the child
   }
 
-  ChildExit result;
-  const int pidfd = pidfd_open(pid);
-  if (pidfd < 0) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    throw Error(std::string("cannot watch the run process (pidfd_open): ") +
-                    std::strerror(errno),
-                "runner needs Linux 5.3 or newer", ErrorKind::run);
-  }
+  // From here on, any throw (no pidfd, a throwing heartbeat) kills and reaps
+  // the child and closes the pidfd through their owners.
+  const UniqueFd pidfd = open_pidfd(child);
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(options.timeout);
   auto next_tick = start + std::chrono::duration_cast<Clock::duration>(options.tick);
   int forwarded = 0;
@@ -174,7 +123,7 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
   while (true) {
     const auto now = Clock::now();
     if (!killed_for_timeout && now >= deadline) {
-      ::kill(pid, SIGKILL);
+      child.signal(SIGKILL);
       killed_for_timeout = true;
     }
     if (now >= next_tick) {
@@ -184,7 +133,7 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
     const auto wake = std::min(deadline, next_tick);
     const auto wait_ms = std::max<long long>(
         0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1);
-    pollfd fds[2] = {{pidfd, POLLIN, 0}, {Interrupts::wake_fd(), POLLIN, 0}};
+    pollfd fds[2] = {{pidfd.get(), POLLIN, 0}, {Interrupts::wake_fd(), POLLIN, 0}};
     const int nfds = fds[1].fd >= 0 ? 2 : 1;
     const int ready = ::poll(fds, static_cast<nfds_t>(nfds), static_cast<int>(wait_ms));
     if (ready < 0 && errno != EINTR) break;
@@ -195,21 +144,17 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
     }
     const int interrupts = Interrupts::count();
     if (interrupts > forwarded) {
-      if (forwarded == 0) {
-        ::kill(pid, SIGINT);  // ask the run to stop cleanly
-      }
+      if (forwarded == 0) child.signal(SIGINT);  // ask the run to stop cleanly
       if (interrupts >= 2 && !killed_for_interrupt) {
-        ::kill(pid, SIGKILL);  // a second interrupt: stop now
+        child.signal(SIGKILL);  // a second interrupt: stop now
         killed_for_interrupt = true;
       }
       forwarded = interrupts;
     }
     if (ready > 0 && (fds[0].revents & POLLIN)) break;
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  ::close(pidfd);
+  const int status = child.wait();
+  ChildExit result;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (killed_for_timeout) {
     result.kind = ChildExit::Kind::timed_out;
@@ -228,17 +173,10 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
 Companions::~Companions() { stop(); }
 
 void Companions::spawn(const std::string& name, const std::function<std::string()>& body) {
-  const auto [read_end, write_end] = make_pipe();
-  pid_t pid = -1;
-  try {
-    pid = fork_linked(name);
-  } catch (...) {
-    ::close(read_end);
-    ::close(write_end);
-    throw;
-  }
-  if (pid == 0) {
-    ::close(read_end);
+  Pipe pipe = make_pipe();
+  ChildProcess process = fork_linked(name);
+  if (process.pid() < 0) {
+    pipe.read.reset();
     std::string text;
     try {
       text = body();
@@ -248,25 +186,21 @@ void Companions::spawn(const std::string& name, const std::function<std::string(
       text = "unknown exception";
     }
     if (text.empty()) text = "ended without an error message";
-    (void)write_all(write_end, text);
+    (void)write_all(pipe.write.get(), text);
     ::_exit(1);
   }
-  ::close(write_end);
-  children_.push_back({name, pid, read_end});
+  pipe.write.reset();
+  children_.push_back({name, std::move(process), std::move(pipe.read)});
 }
 
 void Companions::stop() {
   for (Child& child : children_) {
-    if (child.pid < 0) continue;
-    ::kill(child.pid, SIGKILL);  // harmless if it has already ended
-    int status = 0;
-    while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    child.pid = -1;
+    if (child.process.pid() < 0) continue;
+    // SIGKILL is harmless if it has already ended.
+    const int status = child.process.kill_and_reap();
     // A child writes its text before it exits, so once reaped all of it is in the pipe.
-    const std::string text = read_all(child.error_fd);
-    ::close(child.error_fd);
-    child.error_fd = -1;
+    const std::string text = read_all(child.error.get());
+    child.error.reset();
     if (!text.empty()) {
       failures_.push_back(child.name + ": " + text);
     } else if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL) {

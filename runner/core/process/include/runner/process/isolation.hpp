@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "runner/process/fd.hpp"
+
 namespace runner {
 
 /// How a child run ended, as seen by the parent.
@@ -92,8 +94,8 @@ class Companions {
  private:
   struct Child {
     std::string name;
-    int pid = -1;
-    int error_fd = -1;
+    ChildProcess process;
+    UniqueFd error;  ///< read end of the pipe the child writes its failure to
   };
   std::vector<Child> children_;
   std::vector<std::string> failures_;

@@ -1,0 +1,146 @@
+// The run scheduler: plans a prepared experiment's runs (interleaved
+// repetitions, shards), skips what the store already holds (resume), claims
+// each run in the store, executes it (in a child process by default) while
+// keeping its heartbeat, records how it ended, and applies the stop policy.
+// It prints nothing: what happens is reported to a RunObserver, which the CLI
+// implements to print, and a test or a binding implements to watch.
+// No LibTorch here.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/engine/engine.hpp"
+#include "runner/scheduler/plan.hpp"
+#include "runner/scheduler/prepare.hpp"
+#include "runner/store/store.hpp"
+
+namespace runner {
+
+/// Where a run executes.
+enum class Isolation {
+  process,  ///< a forked child per run: a crash, hang or OOM costs that run only (default)
+  none,     ///< in the scheduler's own process (debugging; no timeout)
+};
+
+/// What the run process is given to execute one run.
+struct RunContext {
+  store::Store* db = nullptr;           ///< the run process's own connection
+  std::int64_t run_id = 0;              ///< the run's row, status "running"
+  const Trial* trial = nullptr;
+  std::int64_t repeat = 0;
+  const PluginHost* host = nullptr;
+  const std::atomic<bool>* stop = nullptr;           ///< raised when the run should stop cleanly
+  std::chrono::steady_clock::time_point origin;      ///< for time_to_first_step_s
+  std::function<void(const Progress&)> on_progress;  ///< forwards to the observer
+};
+
+/// Executes one run inside the run process and returns its outcome (the
+/// scheduler records it). The default, execute_recorded_run(), fingerprints
+/// the environment, measures the device's peak once per fingerprint and runs
+/// the engine; tests substitute their own to drive the scheduler cheaply.
+using RunBody = std::function<RunOutcome(const RunContext&)>;
+
+/// The default RunBody.
+[[nodiscard]] RunOutcome execute_recorded_run(const RunContext& context);
+
+/// How a sweep is run.
+struct SchedulerOptions {
+  std::filesystem::path db;                        ///< the store
+  Isolation isolation = Isolation::process;
+  bool shuffle = false;                            ///< shuffle the trial order of every round
+  ResumePolicy policy = ResumePolicy::missing;
+  std::int64_t max_failures = 0;                   ///< stop after this many failed runs; 0: no limit
+  std::int64_t max_consecutive_failures = 5;       ///< stop after this many in a row; 0: no limit
+  Shard shard;                                     ///< the slice of runs this invocation owns
+  std::chrono::duration<double> heartbeat{10.0};   ///< how often a running run's heartbeat is written
+  /// When the invocation started: the first run's time_to_first_step_s counts from here.
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  RunBody body = execute_recorded_run;
+};
+
+/// One planned run and what resume decided for it.
+struct PlannedAction {
+  PlannedRun run;
+  std::string skip_reason;  ///< empty: it runs
+};
+
+/// What the scheduler is about to do (reported once, before the first run).
+struct SweepPlan {
+  std::size_t trials = 0;
+  std::int64_t repeats = 0;
+  std::size_t to_run = 0;
+  std::size_t skipped = 0;             ///< already done (resume)
+  std::int64_t marked_interrupted = 0; ///< runs left "running" by a runner that is gone
+};
+
+/// A run that is about to start.
+struct RunStarted {
+  std::int64_t run_id = 0;
+  const Trial* trial = nullptr;
+  std::int64_t repeat = 0;
+  std::size_t position = 0;            ///< 1-based among the runs of this invocation
+  std::size_t total = 0;               ///< runs this invocation will run
+  std::optional<double> eta_s;         ///< time left, from the runs so far
+  std::int64_t failures = 0;           ///< failed runs so far
+};
+
+/// A run that has ended, as recorded in the store.
+struct RunEnded {
+  RunStarted started;
+  store::RunDetail detail;             ///< status (effective), error, summaries, metrics
+};
+
+/// Why the sweep stopped before its plan was done.
+enum class StopReason {
+  none,                   ///< it did not: every planned run ran
+  interrupted,            ///< SIGINT or SIGTERM
+  max_failures,           ///< SchedulerOptions::max_failures reached
+  consecutive_failures,   ///< SchedulerOptions::max_consecutive_failures reached
+};
+
+/// The sweep's outcome.
+struct SweepResult {
+  std::size_t planned = 0;             ///< runs to run after resume
+  std::size_t done = 0;                ///< runs executed now
+  std::size_t skipped = 0;             ///< runs skipped as already done
+  std::int64_t failures = 0;           ///< runs that ended other than finished or interrupted
+  std::int64_t consecutive_failures = 0;
+  StopReason stop = StopReason::none;
+};
+
+/// Receives what the scheduler does. Every method has an empty default.
+/// on_progress is called in the run process (a fork of this one) when runs are
+/// isolated; the others in the scheduler's process.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void on_plan(const SweepPlan& plan) {}
+  virtual void on_run_started(const RunStarted& run) {}
+  virtual void on_progress(const RunStarted& run, const Progress& progress) {}
+  virtual void on_run_ended(const RunEnded& run) {}
+};
+
+/// The runs a sweep plans, in order, with what resume would decide for each,
+/// read from `db` without writing (a missing file: nothing exists yet).
+[[nodiscard]] std::vector<PlannedAction> plan_sweep(const PreparedExperiment& experiment,
+                                                    const SchedulerOptions& options);
+
+/// Runs the sweep: records the experiment and its trials, marks runs orphaned
+/// by a dead runner interrupted, then runs every planned run not already done,
+/// interleaved, until done, interrupted (SIGINT/SIGTERM) or stopped by the
+/// failure policy. Throws runner::Error when the store cannot be written.
+SweepResult run_sweep(const PreparedExperiment& experiment, const SchedulerOptions& options,
+                      RunObserver& observer);
+
+/// Runs left "running" by a runner process of this host that no longer
+/// exists are finished as "interrupted" now (resume reruns them). Returns how many.
+std::int64_t mark_orphans_interrupted(store::Store& db);
+
+}  // namespace runner

@@ -1,0 +1,92 @@
+// What happens inside a run process, and how the scheduler records a run
+// process that ended without recording its own verdict.
+#include <csignal>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "record.hpp"
+#include "runner/fingerprint/fingerprint.hpp"
+#include "runner/process/isolation.hpp"
+#include "runner/scheduler/scheduler.hpp"
+
+namespace runner {
+namespace {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<long long>(std::llround(seconds));
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
+  return std::to_string(s / 3600) + "h" + std::to_string((s % 3600) / 60) + "m";
+}
+
+}  // namespace
+
+RunOutcome execute_recorded_run(const RunContext& context) {
+  const Experiment& exp = context.trial->experiment;
+  store::Store& db = *context.db;
+  configure_runtime(exp);
+  const Fingerprint fingerprint = collect_fingerprint(exp.seed);
+  const auto fingerprint_id = db.upsert_fingerprint(fingerprint.hash(), fingerprint.json());
+  db.set_run_fingerprint(context.run_id, fingerprint_id);
+  // The peak is measured once per fingerprint and device, by the first run
+  // that needs it, before its own steps (so it never overlaps a measurement).
+  const std::string device = resolve_device(exp.device.type);
+  std::optional<double> peak = db.peak_flop_per_s(fingerprint_id, device, "float32");
+  if (!peak) {
+    // In a child of the run process: the matmuls start LibTorch's thread pool,
+    // and a [distributed] run forks its other ranks from this process later
+    // (a pool does not survive a fork; see docs/execution.md).
+    const std::string text =
+        capture_in_child([&] { return std::to_string(measure_peak_flop_per_s(device)); });
+    peak = std::stod(text);
+    db.set_peak_flop_per_s(fingerprint_id, device, "float32", *peak,
+                           device == "cpu" ? "best of 5 fp32 matmuls 1024^3"
+                                           : "best of 5 fp32 matmuls 4096^3");
+  }
+  RunRequest request;
+  request.peak_flop_per_s = peak;
+  request.experiment = &exp;
+  request.host = context.host;
+  request.repeat_index = context.repeat;
+  request.process_start = context.origin;
+  request.stop = context.stop;
+  request.on_progress = context.on_progress;
+  return execute_run(request);
+}
+
+void record_outcome(store::Store& db, std::int64_t run_id, const RunOutcome& outcome) {
+  db.add_samples(run_id, outcome.samples);
+  db.finish_run(run_id, outcome.status, outcome.error, outcome.summaries, outcome.metrics);
+}
+
+void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
+                       double timeout_s) {
+  const auto run = db.get_run(run_id);
+  if (run && run->row.stored_status != store::kStatusRunning) return;  // it recorded its verdict
+  switch (exit.kind) {
+    case ChildExit::Kind::timed_out:
+      db.finish_run(run_id, store::kStatusTimeout,
+                    "exceeded the timeout of " + format_duration(timeout_s) + " and was killed",
+                    {}, {});
+      break;
+    case ChildExit::Kind::interrupted:
+      db.mark_interrupted(run_id, "killed by a second interrupt");
+      break;
+    case ChildExit::Kind::signaled:
+      db.finish_run(run_id, store::kStatusCrashed,
+                    describe_signal(exit.signal) +
+                        (exit.signal == SIGKILL ? "; out of memory (OOM killer)?" : ""),
+                    {}, {}, exit.signal);
+      break;
+    case ChildExit::Kind::exited:
+      db.finish_run(run_id, store::kStatusFailed,
+                    "the run process exited with code " + std::to_string(exit.exit_code) +
+                        " before recording a result",
+                    {}, {});
+      break;
+  }
+}
+
+}  // namespace runner
