@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -305,6 +306,45 @@ TEST_F(SchedulerTest, AHungRunProcessIsKilledAtTheTimeoutWhileItsHeartbeatIsKept
   EXPECT_EQ(seen.ended[0].detail.row.status, runner::store::kStatusFinished);
   EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::kStatusTimeout);
   EXPECT_EQ(seen.ended[1].detail.error, "exceeded the timeout of 1s and was killed");
+}
+
+TEST_F(SchedulerTest, ARunProcessThatFailsOutsideTheEngineRecordsItsOwnReason) {
+  const auto p = prepare(1, "");
+  runner::SchedulerOptions o = options({}, runner::Isolation::process);
+  o.body = [](const runner::RunContext& c) -> runner::RunOutcome {
+    if (c.trial->index == 0)
+      throw std::runtime_error("set_num_threads: refused 1000000 threads\nException raised from ...");
+    // The disk fills up: every write to a regular file now fails (EFBIG), as
+    // with ENOSPC, so the run process cannot record anything itself.
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit none{0, 0};
+    ::setrlimit(RLIMIT_FSIZE, &none);
+    throw std::runtime_error("cannot record the samples of run 2: database or disk is full");
+  };
+  Recorder seen;
+  (void)runner::run_sweep(p, o, seen);
+  ASSERT_EQ(seen.ended.size(), 2u);
+  EXPECT_EQ(seen.ended[0].detail.row.status, runner::store::kStatusFailed);
+  EXPECT_EQ(seen.ended[0].detail.error, "set_num_threads: refused 1000000 threads");
+  EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::kStatusFailed);
+  EXPECT_EQ(seen.ended[1].detail.error,
+            "the run process exited with code 1 before recording a result: cannot record the "
+            "samples of run 2: database or disk is full");
+}
+
+TEST_F(SchedulerTest, AnOverlongFailureIsCutAtACharacterBoundary) {
+  const auto p = prepare(1, "");
+  // 1999 ASCII bytes, then a 2-byte character that straddles the 2000-byte cut.
+  const std::string message = std::string(1999, 'x') + "\xc3\xa9" + std::string(5000, 'y');
+  runner::SchedulerOptions o = options({});
+  o.body = [message](const runner::RunContext&) -> runner::RunOutcome {
+    throw std::runtime_error(message);
+  };
+  o.max_consecutive_failures = 0;
+  Recorder seen;
+  (void)runner::run_sweep(p, o, seen);
+  ASSERT_EQ(seen.ended.size(), 2u);
+  EXPECT_EQ(seen.ended[0].detail.error, std::string(1999, 'x') + " [...]");
 }
 
 TEST_F(SchedulerTest, ADistributedSweepRefusesInProcessRuns) {

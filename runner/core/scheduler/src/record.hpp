@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "runner/engine/engine.hpp"
 #include "runner/process/isolation.hpp"
@@ -13,8 +14,17 @@ namespace runner {
 void record_outcome(store::Store& db, std::int64_t run_id, const RunOutcome& outcome);
 
 /// Final status of a run from its process's exit, when the process did not
-/// record one itself (crash, timeout, second interrupt, early exit).
+/// record one itself (crash, timeout, second interrupt, early exit). `reason`
+/// is what the run process said before it exited, if anything.
 void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
-                       double timeout_s);
+                       double timeout_s, const std::string& reason);
+
+/// Longest error text a failed run records: enough for any real message,
+/// bounded so that a runaway one (a thousand ranks' failures) cannot bloat the store.
+inline constexpr std::size_t kMaxErrorBytes = 2000;
+
+/// The first non-empty line of an exception's message (LibTorch appends a
+/// backtrace after it), at most kMaxErrorBytes long.
+[[nodiscard]] std::string failure_reason(const std::string& what);
 
 }  // namespace runner

@@ -61,8 +61,30 @@ void record_outcome(store::Store& db, std::int64_t run_id, const RunOutcome& out
   db.finish_run(run_id, outcome.status, outcome.error, outcome.summaries, outcome.metrics);
 }
 
+std::string failure_reason(const std::string& what) {
+  std::size_t begin = what.find_first_not_of("\n\r\t ");
+  if (begin == std::string::npos) return "unknown error";
+  std::string line = what.substr(begin, what.find('\n', begin) - begin);
+  if (line.size() > kMaxErrorBytes) {
+    line.resize(kMaxErrorBytes);
+    // Never end in half a UTF-8 sequence: find the last character's lead
+    // byte and drop the character if its continuation bytes were cut off.
+    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(line[i]); };
+    std::size_t lead = line.size();
+    while (lead > 0 && line.size() - lead < 3 && (byte(lead - 1) & 0xC0U) == 0x80U) --lead;
+    if (lead > 0) {
+      --lead;
+      const unsigned char c = byte(lead);
+      const std::size_t length = c >= 0xF0U ? 4 : c >= 0xE0U ? 3 : c >= 0xC0U ? 2 : 1;
+      if (line.size() - lead < length) line.resize(lead);
+    }
+    line += " [...]";
+  }
+  return line;
+}
+
 void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
-                       double timeout_s) {
+                       double timeout_s, const std::string& reason) {
   const auto run = db.get_run(run_id);
   if (run && run->row.stored_status != store::kStatusRunning) return;  // it recorded its verdict
   switch (exit.kind) {
@@ -83,7 +105,7 @@ void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& e
     case ChildExit::Kind::exited:
       db.finish_run(run_id, store::kStatusFailed,
                     "the run process exited with code " + std::to_string(exit.exit_code) +
-                        " before recording a result",
+                        " before recording a result" + (reason.empty() ? "" : ": " + reason),
                     {}, {});
       break;
   }

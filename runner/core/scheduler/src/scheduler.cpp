@@ -5,6 +5,7 @@
 #include "record.hpp"
 #include "runner/common/error.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
+#include "runner/process/fd.hpp"
 #include "runner/process/isolation.hpp"
 
 namespace fs = std::filesystem;
@@ -50,26 +51,51 @@ void execute(const PreparedExperiment& p, const SchedulerOptions& options,
   if (options.isolation == Isolation::none) {
     context.db = &*connection;
     context.stop = &Interrupts::flag();
-    record_outcome(*connection, run_id, options.body(context));
+    RunOutcome outcome;
+    try {
+      outcome = options.body(context);
+    } catch (const std::exception& e) {
+      outcome.status = store::kStatusFailed;
+      outcome.error = failure_reason(e.what());
+    }
+    record_outcome(*connection, run_id, outcome);
     return;
   }
   ChildOptions child;
   child.timeout = std::chrono::duration<double>(trial.experiment.timeout_s);
   child.tick = options.heartbeat;
   child.on_tick = [&] { store::Store::open(options.db).heartbeat(run_id); };
+  // A run process that fails outside the engine (a setting LibTorch refuses,
+  // a full disk while recording) records its own reason; when even that is
+  // impossible it passes the reason to this process through `reason`.
+  Pipe reason = make_pipe();
   connection.reset();
   const ChildExit exit = run_in_child(
       [&]() -> int {
-        store::Store db = store::Store::open(options.db);
-        context.db = &db;
-        context.stop = &child_stop_flag();
-        const RunOutcome outcome = options.body(context);
-        record_outcome(db, run_id, outcome);
-        return outcome.status == store::kStatusFinished ? 0 : 3;
+        reason.read.reset();
+        try {
+          store::Store db = store::Store::open(options.db);
+          context.db = &db;
+          context.stop = &child_stop_flag();
+          const RunOutcome outcome = options.body(context);
+          record_outcome(db, run_id, outcome);
+          return outcome.status == store::kStatusFinished ? 0 : 3;
+        } catch (const std::exception& e) {
+          const std::string why = failure_reason(e.what());
+          try {
+            store::Store::open(options.db).finish_run(run_id, store::kStatusFailed, why, {}, {});
+            return 3;
+          } catch (...) {
+            (void)write_all(reason.write.get(), why);
+          }
+          return 1;
+        }
       },
       child);
+  reason.write.reset();
+  const std::string why = read_all(reason.read.get());
   connection.emplace(store::Store::open(options.db));
-  record_child_exit(*connection, run_id, exit, trial.experiment.timeout_s);
+  record_child_exit(*connection, run_id, exit, trial.experiment.timeout_s, why);
 }
 
 }  // namespace
