@@ -298,6 +298,21 @@ TEST_F(RunTest, ADistributedSweepRecordsTheCommPhaseAndNamesAFailingRank) {
   EXPECT_NE(show.out.find("comm_hook  allreduce"), std::string::npos) << show.out;
 }
 
+TEST_F(RunTest, EightRanksShutDownWithoutRacingAndEveryRunFinishes) {
+  // Twenty short runs of eight ranks: the teardown (rank 0 kills the others
+  // once its last step is done) used to let a rank see a killed sibling's
+  // closed connection and fail runs that had measured every step.
+  const fs::path file = write("dp8.toml", std::string(kTiny) +
+                                              "[device]\nthreads = 1\n"
+                                              "[distributed]\nworld_size = 8\ntimeout = 60\n");
+  const Result r = runner("run " + file.string() +
+                          " --set experiment.repeats=20 --set train.steps=5 --set train.warmup=0");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(query("SELECT count(*) || ' ' || group_concat(DISTINCT status) FROM runs"),
+            "20 finished");
+  EXPECT_EQ(query("SELECT count(*) FROM runs WHERE error IS NOT NULL"), "0");
+}
+
 TEST_F(RunTest, ADistributedRunRefusesToRunInProcess) {
   const fs::path file = write("dp.toml", std::string(kTiny) + "[distributed]\n");
   const Result r = runner("run " + file.string() + " --isolate none");

@@ -181,6 +181,20 @@ TEST(Companions, StopReapsEveryRankAndClosesItsPipe) {
   EXPECT_TRUE(no_child_left());
 }
 
+TEST(Companions, AChildThatEndsCleanlyIsNoFailure) {
+  runner::Pipe done = runner::make_pipe();
+  runner::Companions ranks;
+  EXPECT_FALSE(ranks.stopping());
+  // Rank 1 reads the teardown flag it shares with this process (not raised
+  // yet) and ends cleanly; `done` reaches end of file once it has exited.
+  ranks.spawn("rank 1", [&] { return ranks.stopping() ? std::string("raised") : std::string(); });
+  done.write.reset();
+  (void)runner::read_all(done.read.get());  // rank 1 has exited
+  ranks.stop();
+  EXPECT_TRUE(ranks.stopping());
+  EXPECT_TRUE(ranks.failures().empty()) << ranks.failures().front();
+}
+
 TEST(Companions, DestructionWithoutStopKillsAndReaps) {
   const int before = runner::count_open_fds();
   {

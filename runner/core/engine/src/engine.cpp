@@ -404,8 +404,11 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
 }
 
 // Ranks 1..N-1: the same steps as rank 0, unmeasured, until rank 0 ends the
-// run (it kills them). Returns only on failure, with the reason.
-std::string run_worker(const RunRequest& request, const Rendezvous& rendezvous) {
+// run (it kills them). Returns only on failure, with the reason, or with ""
+// when the failure is the teardown's: once rank 0 has begun to stop the
+// ranks, a collective fails because a sibling was killed, not by its own fault.
+std::string run_worker(const RunRequest& request, const Rendezvous& rendezvous,
+                       const Companions& ranks) {
   // Never destroyed: this process reports a failure and _exits. Closing the
   // process group first would let rank 0 see the connection drop and kill
   // this rank before its reason is written.
@@ -427,9 +430,9 @@ std::string run_worker(const RunRequest& request, const Rendezvous& rendezvous) 
       (void)clock->end_step();
     }
   } catch (const Error& e) {
-    return e.what();
+    return ranks.stopping() ? std::string() : std::string(e.what());
   } catch (const std::exception& e) {
-    return message_of(e);
+    return ranks.stopping() ? std::string() : message_of(e);
   }
 }
 
@@ -456,7 +459,9 @@ RunOutcome run_distributed(const RunRequest& request) {
       Rendezvous mine = rendezvous;
       mine.rank = r;
       companions.spawn("rank " + std::to_string(r),
-                       [&request, mine] { return run_worker(request, mine); });
+                       [&request, mine, &companions] {
+                         return run_worker(request, mine, companions);
+                       });
     }
     out = run_rank(request, RankInfo{&rendezvous, &companions});
   } catch (const Error& e) {

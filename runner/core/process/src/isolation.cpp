@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -170,7 +172,21 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
   return result;
 }
 
-Companions::~Companions() { stop(); }
+Companions::Companions() {
+  void* page = ::mmap(nullptr, sizeof(std::atomic<bool>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED)
+    throw Error(std::string("cannot map memory shared with the ranks: ") + std::strerror(errno),
+                {}, ErrorKind::run);
+  stopping_ = new (page) std::atomic<bool>(false);
+}
+
+Companions::~Companions() {
+  stop();
+  ::munmap(stopping_, sizeof(std::atomic<bool>));
+}
+
+bool Companions::stopping() const { return stopping_->load(); }
 
 void Companions::spawn(const std::string& name, const std::function<std::string()>& body) {
   Pipe pipe = make_pipe();
@@ -185,7 +201,7 @@ void Companions::spawn(const std::string& name, const std::function<std::string(
     } catch (...) {
       text = "unknown exception";
     }
-    if (text.empty()) text = "ended without an error message";
+    if (text.empty()) ::_exit(0);
     (void)write_all(pipe.write.get(), text);
     ::_exit(1);
   }
@@ -194,10 +210,12 @@ void Companions::spawn(const std::string& name, const std::function<std::string(
 }
 
 void Companions::stop() {
+  stopping_->store(true);
+  // Every child learns about the teardown before the first one dies.
+  for (const Child& child : children_) child.process.signal(SIGKILL);
   for (Child& child : children_) {
     if (child.process.pid() < 0) continue;
-    // SIGKILL is harmless if it has already ended.
-    const int status = child.process.kill_and_reap();
+    const int status = child.process.wait();
     // A child writes its text before it exits, so once reaped all of it is in the pipe.
     const std::string text = read_all(child.error.get());
     child.error.reset();
@@ -205,7 +223,7 @@ void Companions::stop() {
       failures_.push_back(child.name + ": " + text);
     } else if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL) {
       failures_.push_back(child.name + " was " + describe_signal(WTERMSIG(status)));
-    } else if (WIFEXITED(status)) {
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
       failures_.push_back(child.name + " exited with code " +
                           std::to_string(WEXITSTATUS(status)));
     }

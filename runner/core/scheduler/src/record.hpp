@@ -23,6 +23,9 @@ void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& e
 /// bounded so that a runaway one (a thousand ranks' failures) cannot bloat the store.
 inline constexpr std::size_t kMaxErrorBytes = 2000;
 
+/// `text` cut to at most kMaxErrorBytes (at a character boundary, marked " [...]").
+[[nodiscard]] std::string bounded_error(std::string text);
+
 /// The first non-empty line of an exception's message (LibTorch appends a
 /// backtrace after it), at most kMaxErrorBytes long.
 [[nodiscard]] std::string failure_reason(const std::string& what);

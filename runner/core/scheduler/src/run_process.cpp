@@ -58,29 +58,31 @@ RunOutcome execute_recorded_run(const RunContext& context) {
 
 void record_outcome(store::Store& db, std::int64_t run_id, const RunOutcome& outcome) {
   db.add_samples(run_id, outcome.samples);
-  db.finish_run(run_id, outcome.status, outcome.error, outcome.summaries, outcome.metrics);
+  db.finish_run(run_id, outcome.status, bounded_error(outcome.error), outcome.summaries,
+                outcome.metrics);
+}
+
+std::string bounded_error(std::string text) {
+  if (text.size() <= kMaxErrorBytes) return text;
+  text.resize(kMaxErrorBytes);
+  // Never end in half a UTF-8 sequence: find the last character's lead byte
+  // and drop the character if its continuation bytes were cut off.
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  std::size_t lead = text.size();
+  while (lead > 0 && text.size() - lead < 3 && (byte(lead - 1) & 0xC0U) == 0x80U) --lead;
+  if (lead > 0) {
+    --lead;
+    const unsigned char c = byte(lead);
+    const std::size_t length = c >= 0xF0U ? 4 : c >= 0xE0U ? 3 : c >= 0xC0U ? 2 : 1;
+    if (text.size() - lead < length) text.resize(lead);
+  }
+  return text + " [...]";
 }
 
 std::string failure_reason(const std::string& what) {
-  std::size_t begin = what.find_first_not_of("\n\r\t ");
+  const std::size_t begin = what.find_first_not_of("\n\r\t ");
   if (begin == std::string::npos) return "unknown error";
-  std::string line = what.substr(begin, what.find('\n', begin) - begin);
-  if (line.size() > kMaxErrorBytes) {
-    line.resize(kMaxErrorBytes);
-    // Never end in half a UTF-8 sequence: find the last character's lead
-    // byte and drop the character if its continuation bytes were cut off.
-    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(line[i]); };
-    std::size_t lead = line.size();
-    while (lead > 0 && line.size() - lead < 3 && (byte(lead - 1) & 0xC0U) == 0x80U) --lead;
-    if (lead > 0) {
-      --lead;
-      const unsigned char c = byte(lead);
-      const std::size_t length = c >= 0xF0U ? 4 : c >= 0xE0U ? 3 : c >= 0xC0U ? 2 : 1;
-      if (line.size() - lead < length) line.resize(lead);
-    }
-    line += " [...]";
-  }
-  return line;
+  return bounded_error(what.substr(begin, what.find('\n', begin) - begin));
 }
 
 void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,

@@ -67,13 +67,19 @@ struct ChildOptions {
 [[nodiscard]] std::string capture_in_child(const std::function<std::string()>& body);
 
 /// Processes forked to work beside this one: the other ranks of a
-/// data-parallel run. Each child runs a body that returns only on failure
-/// (its text is passed back through a pipe); the owner ends them all with
-/// stop(). A child dies with this process (PR_SET_PDEATHSIG), so a run killed
-/// for a timeout takes its ranks with it.
+/// data-parallel run. Each child runs a body that returns only when it ends:
+/// with its failure text (passed back through a pipe), or with "" when it
+/// ends cleanly. The owner ends them all with stop(). A child dies with this
+/// process (PR_SET_PDEATHSIG), so a run killed for a timeout takes its ranks
+/// with it.
+///
+/// Teardown cannot race: stop() raises a flag in memory shared with every
+/// child before it kills any of them, so a child whose work fails because a
+/// sibling was just killed (a closed connection) can see that the failure is
+/// the teardown's, not its own (stopping()), and end without a failure.
 class Companions {
  public:
-  Companions() = default;
+  Companions();
   Companions(const Companions&) = delete;
   Companions& operator=(const Companions&) = delete;
   ~Companions();
@@ -82,11 +88,15 @@ class Companions {
   /// failures. Throws runner::Error (run kind) when fork fails.
   void spawn(const std::string& name, const std::function<std::string()>& body);
 
-  /// Kills the children that are still running (SIGKILL) and reaps them all.
+  /// Raises the teardown flag, kills the children that are still running
+  /// (SIGKILL, all of them before reaping any) and reaps them all.
   /// Idempotent. Afterwards failures() lists, in spawn order, each child that
-  /// ended on its own before it was killed: "rank 1: <its text>", or
-  /// "rank 1 was killed by signal 11 (Segmentation fault)".
+  /// ended on its own with a failure before it was killed: "rank 1: <its
+  /// text>", or "rank 1 was killed by signal 11 (Segmentation fault)".
   void stop();
+
+  /// True once stop() has begun; readable in the children (shared memory).
+  [[nodiscard]] bool stopping() const;
 
   /// What stop() found.
   [[nodiscard]] const std::vector<std::string>& failures() const { return failures_; }
@@ -99,6 +109,7 @@ class Companions {
   };
   std::vector<Child> children_;
   std::vector<std::string> failures_;
+  std::atomic<bool>* stopping_ = nullptr;  ///< in a MAP_SHARED page, inherited by every child
 };
 
 /// In a child: true once the parent asked it to stop (SIGINT received).
