@@ -8,6 +8,7 @@
 #include <sstream>
 #include <utility>
 
+#include "limits.hpp"
 #include "runner/common/strings.hpp"
 
 namespace runner::experiment_detail {
@@ -24,21 +25,6 @@ const char* const kZipHint =
     "declare each zip group as [sweep.zip.NAME], with the keys that vary together";
 const char* const kTrialHint =
     "write each trial as [[trial]] followed by its keys, e.g. \"optimizer.lr\" = 0.1";
-
-// The file's text, or the errno that kept us from reading it.
-int read_text(const fs::path& path, std::string& text) {
-  std::error_code ec;
-  // An ifstream opens a folder without complaint and then reads nothing.
-  if (fs::is_directory(path, ec)) return EISDIR;
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errno != 0 ? errno : ENOENT;
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return errno != 0 ? errno : EIO;
-  text = out.str();
-  return 0;
-}
 
 // The same file reached under two spellings must count as one for cycles.
 fs::path identity_of(const fs::path& path) {
@@ -99,6 +85,8 @@ class Loader {
 
   Sources& out_;
   const Checker& check_;
+  std::size_t reads_ = 0;  // files read so far, each time a path of extends reaches one
+  std::size_t bytes_ = 0;  // their total size
 };
 
 std::string chain_of(const std::vector<Frame>& stack) {
@@ -113,18 +101,43 @@ std::string chain_of(const std::vector<Frame>& stack) {
 
 Document Loader::load(const fs::path& shown, const std::vector<Frame>& stack,
                       const toml::node* via, const std::string& via_text) {
+  if (via != nullptr && stack.size() > kMaxExtendsDepth)
+    throw check_.error(*via,
+                       "extends chain is deeper than " + std::to_string(kMaxExtendsDepth) + " files",
+                       "an experiment may extend at most " + std::to_string(kMaxExtendsDepth) +
+                           " files deep; flatten the chain");
+  if (++reads_ > kMaxFileReads)
+    throw check_.error(*via,
+                       "extends reaches more than " + std::to_string(kMaxFileReads) +
+                           " files (a base reached by several paths counts each time)",
+                       "share bases through fewer paths, or merge files");
   std::string text;
-  if (const int error = read_text(shown, text); error != 0) {
+  if (const auto failure = read_experiment_file(shown, text)) {
     if (via == nullptr)
-      throw Error("cannot open experiment file '" + shown.string() + "': " + std::strerror(error),
-                  "check the path; experiments/ holds ready-to-run examples");
+      throw Error("cannot open experiment file '" + shown.string() + "': " + failure->reason,
+                  failure->hint.empty() ? "check the path; experiments/ holds ready-to-run examples"
+                                        : failure->hint);
     std::error_code ec;
     throw check_.error(*via,
                        "cannot open extended file '" + via_text + "' (resolved to " +
                            fs::absolute(shown, ec).lexically_normal().string() +
-                           "): " + std::strerror(error),
-                       kExtendsHint);
+                           "): " + failure->reason,
+                       failure->hint.empty() ? kExtendsHint : failure->hint);
   }
+  bytes_ += text.size();
+  if (bytes_ > kMaxTotalBytes) {
+    const std::string message = "the files of this experiment hold more than " +
+                                std::to_string(kMaxTotalBytes / (1024 * 1024)) + " MiB in all";
+    const std::string hint = "an experiment and the files it extends may hold at most " +
+                             std::to_string(kMaxTotalBytes / (1024 * 1024)) + " MiB together";
+    if (via == nullptr) throw Error(message, hint);
+    throw check_.error(*via, message, hint);
+  }
+  if (const auto deep = find_excess_nesting(text))
+    throw Error(SourceLocation{shown.string(), deep->line, deep->column},
+                "nested more than " + std::to_string(kMaxNesting) +
+                    " levels deep (dotted key parts, arrays and inline tables)" + chain_of(stack),
+                "an experiment needs a few levels; this is not one");
   const std::string chain = chain_of(stack);
   toml::table root;
   try {

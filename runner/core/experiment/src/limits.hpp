@@ -1,0 +1,53 @@
+// Bounds on what an experiment may make runner read and build, checked before
+// the work they bound (internal to the experiment layer; documented in
+// docs/experiment.md#limits). Every bound is refused as bad input (exit 2)
+// with a position, never reached as a crash or an exhausted machine.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace runner::experiment_detail {
+
+/// Largest experiment file (the root or one it extends), bytes.
+inline constexpr std::size_t kMaxFileBytes = 4 * 1024 * 1024;
+/// Largest total of every file read for one experiment, bytes.
+inline constexpr std::size_t kMaxTotalBytes = 16 * 1024 * 1024;
+/// Longest chain of `extends` (the root is depth 0).
+inline constexpr std::size_t kMaxExtendsDepth = 32;
+/// Most file reads for one experiment, counting a file each time a path of
+/// `extends` reaches it (so that diamonds cannot grow exponentially).
+inline constexpr std::size_t kMaxFileReads = 256;
+/// Deepest nesting of a TOML document: dotted key parts plus enclosing arrays
+/// and inline tables. toml++ recurses once per level (tens of thousands
+/// overflow the stack); real experiments need a handful.
+inline constexpr std::size_t kMaxNesting = 64;
+
+/// Why a file could not be read.
+struct ReadFailure {
+  std::string reason;  ///< "No such file or directory", "not a regular file (a FIFO)", ...
+  std::string hint;    ///< what to do, when there is more to say than the default
+};
+
+/// Reads a whole experiment file into `text`, refusing anything but a regular
+/// file (a FIFO would block, /dev/zero never ends) and any file over
+/// kMaxFileBytes (also one that grows while it is read). Returns the failure,
+/// or nothing on success.
+[[nodiscard]] std::optional<ReadFailure> read_experiment_file(const std::filesystem::path& path,
+                                                              std::string& text);
+
+/// A position in a text, 1-based.
+struct TextPosition {
+  int line = 1;
+  int column = 1;
+};
+
+/// The first place where `text` (TOML) nests deeper than kMaxNesting, if any.
+/// A lexical scan (strings and comments skipped), linear in the text and
+/// conservative: it never under-counts what the parser will build.
+[[nodiscard]] std::optional<TextPosition> find_excess_nesting(std::string_view text);
+
+}  // namespace runner::experiment_detail

@@ -1,0 +1,125 @@
+// Bounded work for every input: what runner refuses to read or build, and
+// that it refuses before the work (exit 2 with a position), not by crashing.
+#include <sys/stat.h>
+
+#include <string>
+
+#include "experiment_fixture.hpp"
+
+namespace runner::test {
+namespace {
+
+class LimitsTest : public ExperimentFixture {};
+
+std::string repeat(const std::string& part, std::size_t times, const std::string& separator) {
+  std::string out;
+  for (std::size_t i = 0; i < times; ++i) out += (i ? separator : "") + part;
+  return out;
+}
+
+TEST_F(LimitsTest, ADeeplyDottedHeaderIsRefusedBeforeTheParserRecursesIntoIt) {
+  // 50,000 parts crashed toml++ (stack overflow); the scan stops at part 65.
+  const std::string header = "[" + repeat("a", 50000, ".") + "]\nx = 1\n";
+  const Error e = error_of(header);
+  EXPECT_EQ(std::string(e.what()),
+            at(1, 129) + "nested more than 64 levels deep (dotted key parts, arrays and inline "
+                         "tables)");
+  EXPECT_EQ(e.hint(), "an experiment needs a few levels; this is not one");
+}
+
+TEST_F(LimitsTest, NestingCountsKeysArraysAndInlineTablesButNotValuesOrQuotedKeys) {
+  // 64 levels pass; the parser then sees an unknown section, which proves the scan let it through.
+  const std::string at_limit = "[" + repeat("a", 64, ".") + "]\n";
+  EXPECT_EQ(std::string(error_of(at_limit).what()).find("nested more than"), std::string::npos);
+  // A header of 32 parts (32 tables) and a key of 34 parts under it (33 more tables): 65.
+  const std::string split = "[" + repeat("a", 32, ".") + "]\n" + repeat("b", 34, ".") + " = 1\n";
+  EXPECT_EQ(std::string(error_of(split).what()),
+            at(2, 66) + "nested more than 64 levels deep (dotted key parts, arrays and inline "
+                        "tables)");
+  // Arrays nest: 65 brackets in a value.
+  const std::string arrays = "[model]\nplugin = \"mlp\"\nhidden = " + std::string(65, '[') +
+                             "1" + std::string(65, ']') + "\n";
+  EXPECT_EQ(std::string(error_of(arrays).what()),
+            at(3, 73) + "nested more than 64 levels deep (dotted key parts, arrays and inline "
+                        "tables)");
+  // Dots in values, strings, quoted keys and comments are not levels.
+  std::string rates;
+  for (int i = 1; i <= 100; ++i) rates += (i > 1 ? ", 0." : "0.") + std::to_string(1000 + i);
+  const std::string flat = kMinimal + "[train]\nsteps = 10 # " + repeat("x", 200, ".") +
+                           "\n[experiment]\ndescription = \"" + repeat("y", 200, ".") +
+                           "\"\nname = '''" + repeat("z", 100, ".") + "'''\n" +
+                           "[sweep]\n\"optimizer.lr\" = [" + rates + "]\n";
+  EXPECT_EQ(expand(flat).size(), 100u);
+}
+
+TEST_F(LimitsTest, OnlyRegularFilesAreRead) {
+  const fs::path fifo = dir_ / "fifo.toml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Opening a FIFO without a writer would block forever; it is refused at once.
+  EXPECT_THROW_MSG(static_cast<void>(parse_experiment_file(fifo)), Error,
+                   "cannot open experiment file '" + fifo.string() +
+                       "': not a regular file (a FIFO)");
+  EXPECT_THROW_MSG(static_cast<void>(parse_experiment_file("/dev/zero")), Error,
+                   "cannot open experiment file '/dev/zero': not a regular file (a character "
+                   "device)");
+  const Error e = error_of("extends = \"/dev/zero\"\n" + kMinimal);
+  EXPECT_EQ(std::string(e.what()),
+            at(1, 11) + "cannot open extended file '/dev/zero' (resolved to /dev/zero): not a "
+                        "regular file (a character device)");
+  EXPECT_EQ(e.hint(), "an experiment is read from a regular file");
+}
+
+TEST_F(LimitsTest, AFileOverTheSizeCapIsRefusedUnread) {
+  std::string big = kMinimal + "# " + std::string(4 * 1024 * 1024, 'x') + "\n";
+  const Error e = error_of(big);
+  EXPECT_EQ(std::string(e.what()),
+            "cannot open experiment file '" + file() + "': larger than 4 MiB");
+  EXPECT_EQ(e.hint(),
+            "an experiment file may hold at most 4 MiB; split a long [[trial]] list into [sweep] "
+            "axes or several files");
+}
+
+TEST_F(LimitsTest, TheMergedFilesAreCappedInTotal) {
+  // Five bases of 3.5 MiB each: every one is under the per-file cap, together they are not.
+  const std::string filler = "# " + std::string(3 * 1024 * 1024 + 512 * 1024, 'x') + "\n";
+  std::string extends = "extends = [";
+  for (int i = 0; i < 5; ++i) {
+    write(filler, "base" + std::to_string(i) + ".toml");
+    extends += std::string(i ? ", " : "") + "\"base" + std::to_string(i) + ".toml\"";
+  }
+  const Error e = error_of(extends + "]\n" + kMinimal);
+  EXPECT_EQ(std::string(e.what()),
+            at(1, 68) + "the files of this experiment hold more than 16 MiB in all");
+}
+
+TEST_F(LimitsTest, ALongExtendsChainIsRefusedAtItsLimit) {
+  for (int i = 1; i <= 40; ++i)
+    write(i < 40 ? "extends = \"c" + std::to_string(i + 1) + ".toml\"\n" : kMinimal,
+          "c" + std::to_string(i) + ".toml");
+  const Error e = error_of("extends = \"c1.toml\"\n");
+  const std::string message = e.what();
+  EXPECT_EQ(message.substr(0, message.find(" (extended by")),
+            at("c32.toml", 1, 11) + "extends chain is deeper than 32 files");
+  // 32 deep is allowed.
+  write(kMinimal, "c32.toml");
+  EXPECT_NO_THROW(static_cast<void>(load("extends = \"c1.toml\"\n")));
+}
+
+TEST_F(LimitsTest, ExtendsDiamondsAreBoundedLinearlyNotExponentially) {
+  // Each level extends the next twice: 2^22 paths to the bottom file.
+  for (int d = 0; d < 22; ++d)
+    write(d < 21 ? "extends = [\"l" + std::to_string(d + 1) + ".toml\", \"l" +
+                       std::to_string(d + 1) + ".toml\"]\n"
+                 : kMinimal,
+          "l" + std::to_string(d) + ".toml");
+  const Error e = error_of("extends = \"l0.toml\"\n");
+  const std::string message = e.what();
+  EXPECT_NE(message.find("extends reaches more than 256 files (a base reached by several paths "
+                         "counts each time)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(e.hint(), "share bases through fewer paths, or merge files");
+}
+
+}  // namespace
+}  // namespace runner::test
