@@ -270,8 +270,8 @@ int handle_compare(const Args& args, const Global& global) {
                 << store::verdict_name(r.verdict) << "," << (r.reliable ? "true" : "false") << "\n";
     }
   } else {
-    std::cout << "A: " << a.name << " (" << a.runs.size() << " finished run(s))\n"
-              << "B: " << b.name << " (" << b.runs.size() << " finished run(s))\n\n";
+    std::cout << "A: " << terminal_safe(a.name) << " (" << a.runs.size() << " finished run(s))\n"
+              << "B: " << terminal_safe(b.name) << " (" << b.runs.size() << " finished run(s))\n\n";
     if (count_a > 1 || count_b > 1)
       std::cout << "note: a side spans several fingerprints; the first run's is diffed\n";
     if (diff.matters.empty()) {
@@ -279,13 +279,14 @@ int handle_compare(const Args& args, const Global& global) {
     } else {
       std::cout << "environment differences that matter for performance:\n";
       for (const auto& d : diff.matters)
-        std::cout << "  " << d.key << ": " << d.a.value_or("(absent)") << "  ->  "
-                  << d.b.value_or("(absent)") << "\n";
+        std::cout << "  " << terminal_safe(d.key) << ": " << terminal_safe(d.a.value_or("(absent)"))
+                  << "  ->  " << terminal_safe(d.b.value_or("(absent)")) << "\n";
     }
     if (args.has("--all-differences"))
       for (const auto& d : diff.benign)
-        std::cout << "  (benign) " << d.key << ": " << d.a.value_or("(absent)") << "  ->  "
-                  << d.b.value_or("(absent)") << "\n";
+        std::cout << "  (benign) " << terminal_safe(d.key) << ": "
+                  << terminal_safe(d.a.value_or("(absent)")) << "  ->  "
+                  << terminal_safe(d.b.value_or("(absent)")) << "\n";
     else if (!diff.benign.empty())
       std::cout << "(" << diff.benign.size()
                 << " benign difference(s) such as hostname or commit; --all-differences shows them)\n";

@@ -46,7 +46,7 @@ int handle_show(const Args& args, const Global& global) {
     throw Error("run " + std::to_string(id) + " is not in " + global.db.string(),
                 "run 'runner runs' to list the recorded runs");
   const auto& r = run->row;
-  std::cout << "run " << r.id << "  " << r.experiment << "  (" << r.kind << ", trial "
+  std::cout << "run " << r.id << "  " << terminal_safe(r.experiment) << "  (" << r.kind << ", trial "
             << r.trial_id << ", repeat " << r.repeat_index << ")\n"
             << "status:   " << r.status << "\n"
             << "started:  " << r.started_at << "\n"
@@ -54,8 +54,8 @@ int handle_show(const Args& args, const Global& global) {
             << "seed:     " << run->seed << "\n"
             << "load:     " << format_number(run->load_average) << " (1-minute average at start)\n"
             << "samples:  " << run->sample_count << "\n"
-            << "config:   " << run->config_hash << "\n  " << run->config_json << "\n";
-  if (!run->error.empty()) std::cout << "error:    " << run->error << "\n";
+            << "config:   " << run->config_hash << "\n  " << terminal_safe(run->config_json) << "\n";
+  if (!run->error.empty()) std::cout << "error:    " << terminal_safe(run->error) << "\n";
 
   if (!run->summaries.empty()) {
     std::cout << "\n";
@@ -88,7 +88,7 @@ int handle_show(const Args& args, const Global& global) {
             << (args.has("--full") ? "" : " (--full for every field)") << "\n";
   for (const auto& [key, value] : parse_json_object(run->fingerprint_json)) {
     if (!args.has("--full") && !headline_field(key)) continue;
-    std::cout << "  " << key << " = " << value << "\n";
+    std::cout << "  " << terminal_safe(key) << " = " << terminal_safe(value) << "\n";
   }
   return kExitOk;
 }

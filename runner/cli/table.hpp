@@ -3,15 +3,26 @@
 
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace runner::cli {
 
+/// `text` safe to print on a terminal: control characters (C0, DEL, C1 such
+/// as ESC, \r, \b, NUL) and bytes that are not UTF-8 become visible escapes
+/// (\e, \r, \x08, \u009b, ...). Everything read from a store or written by a
+/// user goes through this before it reaches the terminal.
+[[nodiscard]] std::string terminal_safe(std::string_view text);
+
 /// A table printed with aligned columns; numeric-looking cells align right.
+/// Cells are made terminal_safe().
 class Table {
  public:
   explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void add(std::vector<std::string> row) {
+    for (auto& cell : row) cell = terminal_safe(cell);
+    rows_.push_back(std::move(row));
+  }
   void print(std::ostream& out) const;
   [[nodiscard]] bool empty() const { return rows_.empty(); }
 

@@ -2,6 +2,7 @@
 // databases, checking exit codes, exact messages, and the rows written.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <toml++/toml.h>
 
 #include <filesystem>
@@ -277,6 +278,31 @@ TEST_F(CliTest, RunsOnAMissingDatabaseIsAnInputError) {
   EXPECT_EQ(r.err, "error: database '" + db_.string() + "' does not exist\n"
                    "hint: run an experiment first with 'runner run FILE', or pass --db PATH\n");
   EXPECT_FALSE(fs::exists(db_));
+}
+
+TEST_F(CliTest, TextFromTheStoreIsEscapedOnTheTerminal) {
+  const fs::path file = write("small.toml", kSmallTrain);
+  ASSERT_EQ(runner("run " + file.string() + " " + db_arg() + " --set experiment.repeats=1").code, 0);
+  // Another client (or an older runner) wrote control characters into the store.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE experiments SET name = 'red' || char(27) || '[31m' || char(13) || "
+                         "char(8) || char(155) || 'x'; UPDATE runs SET error = 'line' || char(10) "
+                         "|| 'two' || char(0) || 'nul'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  const Result runs = runner("runs " + db_arg());
+  ASSERT_EQ(runs.code, 0) << runs.err;
+  EXPECT_NE(runs.out.find("red\\e[31m\\r\\x08\\u009bx"), std::string::npos) << runs.out;
+  const Result show = runner("show 1 " + db_arg());
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_NE(show.out.find("run 1  red\\e[31m\\r\\x08\\u009bx  (train"), std::string::npos)
+      << show.out;
+  EXPECT_NE(show.out.find("error:    line\\ntwo\\x00nul\n"), std::string::npos) << show.out;
+  for (const std::string* out : {&runs.out, &show.out})
+    for (const char c : *out) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20);
 }
 
 }  // namespace
