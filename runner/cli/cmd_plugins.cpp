@@ -12,7 +12,12 @@ namespace {
 
 std::string constraints_of(const OptionSpec& spec) {
   std::vector<std::string> parts;
-  auto number = [](double v) { return to_string(OptionValue{v}); };
+  // Bounds of integer options are integers: "1..1048576", not "1.0..1048576.0".
+  const bool integral =
+      spec.type == OptionType::integer || spec.type == OptionType::integer_list;
+  auto number = [integral](double v) {
+    return integral ? std::to_string(static_cast<std::int64_t>(v)) : to_string(OptionValue{v});
+  };
   if (spec.min && spec.max) parts.push_back(number(*spec.min) + ".." + number(*spec.max));
   else if (spec.min) parts.push_back(">= " + number(*spec.min));
   else if (spec.max) parts.push_back("<= " + number(*spec.max));

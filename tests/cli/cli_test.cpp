@@ -258,6 +258,9 @@ TEST_F(CliTest, PluginsListAndDescribe) {
   EXPECT_NE(r.out.find("mlp (model plugin)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hidden      int[]   [256, 256]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("relu|gelu|tanh"), std::string::npos) << r.out;
+  // Integer bounds print as integers, number bounds as numbers.
+  EXPECT_NE(r.out.find("1..1048576"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.0..0.99"), std::string::npos) << r.out;
   r = runner("plugins describe mpl");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "error: unknown plugin 'mpl'; did you mean 'mlp'?\n"
