@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct Case {
   const char* toml;               ///< the experiment file (crafted cases)
   std::vector<Recorded> trials;   ///< one per trial, in expansion order
 };
+
+// Test names show the case's name, not its bytes.
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 
 OptionSchema probe_schema() {
   OptionSchema probe;
