@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include "runner/common/error.hpp"
@@ -119,17 +120,11 @@ std::string help_text(const CommandDef& command) {
 }
 
 std::int64_t parse_integer(const std::string& text, const std::string& what, std::int64_t min) {
-  std::size_t used = 0;
-  long long value = min - 1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used != text.size() || value < min)
+  const std::optional<std::int64_t> value = parse_int64(text);
+  if (!value || *value < min)
     throw Error(what + " must be a " + (min >= 1 ? "positive" : "non-negative") +
                 " integer, found '" + text + "'");
-  return value;
+  return *value;
 }
 
 Global global_settings(const Args& args, std::chrono::steady_clock::time_point start) {

@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "table.hpp"
 #include "runner/common/error.hpp"
@@ -65,34 +67,35 @@ Side select(const store::Store& db, const std::string& selector) {
 }
 
 // A configuration value as users write it in --by and --baseline: strings bare.
-std::string render(const JsonValue& v) {
-  switch (v.type) {
-    case JsonValue::Type::boolean: return v.boolean ? "true" : "false";
-    case JsonValue::Type::integer:
-    case JsonValue::Type::number:
-    case JsonValue::Type::string: return v.text;
-    case JsonValue::Type::array: {
+std::string render(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::string: return v.get<std::string>();
+    case nlohmann::json::value_t::array: {
       std::string out = "[";
-      for (std::size_t i = 0; i < v.items.size(); ++i) out += (i ? ", " : "") + render(v.items[i]);
+      for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + render(v[i]);
       return out + "]";
     }
-    case JsonValue::Type::object: return "{...}";
-    case JsonValue::Type::null: return "null";
+    case nlohmann::json::value_t::object: return "{...}";
+    default: return canonical_json(v);  // numbers as stored: 0.1, 1e-04, 3.0, 64
   }
-  return {};
+}
+
+const nlohmann::json* member(const nlohmann::json& object, const std::string& key) {
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
 }
 
 // The value of a dotted key in a trial's resolved configuration: a host key
 // ("train.steps") or a plugin option ("model.hidden", stored under options).
-std::optional<std::string> config_value(const JsonValue& config, const std::string& dotted) {
+std::optional<std::string> config_value(const nlohmann::json& config, const std::string& dotted) {
   const auto dot = dotted.find('.');
-  const JsonValue* section = config.find(dotted.substr(0, dot));
+  const nlohmann::json* section = member(config, dotted.substr(0, dot));
   if (dot == std::string::npos) return section ? std::optional(render(*section)) : std::nullopt;
   if (section == nullptr) return std::nullopt;
   const std::string key = dotted.substr(dot + 1);
-  if (const JsonValue* v = section->find(key)) return render(*v);
-  if (const JsonValue* options = section->find("options"))
-    if (const JsonValue* v = options->find(key)) return render(*v);
+  if (const nlohmann::json* v = member(*section, key)) return render(*v);
+  if (const nlohmann::json* options = member(*section, "options"))
+    if (const nlohmann::json* v = member(*options, key)) return render(*v);
   return std::nullopt;
 }
 
@@ -197,13 +200,10 @@ int handle_compare(const Args& args, const Global& global) {
     throw Error("--format must be table, json or csv, found '" + format + "'");
   double fail_above = -1;
   if (args.has("--fail-above")) {
-    try {
-      std::size_t used = 0;
-      fail_above = std::stod(args.get("--fail-above"), &used);
-      if (used != args.get("--fail-above").size() || !(fail_above >= 0)) throw std::invalid_argument("");
-    } catch (const std::logic_error&) {
+    const std::optional<double> value = parse_double(args.get("--fail-above"));
+    if (!value || !(*value >= 0))  // nan fails too
       throw Error("--fail-above must be a percentage >= 0, found '" + args.get("--fail-above") + "'");
-    }
+    fail_above = *value;
   }
 
   // The fingerprint diff first: a difference in the environment explains more

@@ -1,8 +1,11 @@
-// Tests of the small shared helpers: strings, SHA-256, errors, JSON quoting.
+// Tests of the small shared helpers: strings, numbers, SHA-256, errors, JSON.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -111,11 +114,132 @@ TEST(Error, PrefixesTheLocationAndKeepsTheHint) {
   EXPECT_THROW_MSG(throw Error(SourceLocation{"f", 1, 2}, "m"), Error, "f:1:2: m");
 }
 
+TEST(ParseInt64, ReadsWholeDecimalIntegers) {
+  EXPECT_EQ(parse_int64("0"), 0);
+  EXPECT_EQ(parse_int64("42"), 42);
+  EXPECT_EQ(parse_int64("-7"), -7);
+  EXPECT_EQ(parse_int64("007"), 7);
+  EXPECT_EQ(parse_int64("9223372036854775807"), std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(parse_int64("-9223372036854775808"), std::numeric_limits<std::int64_t>::min());
+}
+
+TEST(ParseInt64, RefusesAnythingElse) {
+  for (const char* text : {"", "-", "+5", "--5", " 5", "5 ", "\t5", "5\n", "12abc", "1.5", "1e3",
+                           "0x10", "9223372036854775808", "-9223372036854775809",
+                           "99999999999999999999"})
+    EXPECT_EQ(parse_int64(text), std::nullopt) << '"' << text << '"';
+}
+
+TEST(ParseDouble, ReadsWholeNumbers) {
+  EXPECT_EQ(parse_double("0.1"), 0.1);
+  EXPECT_EQ(parse_double("-2e-3"), -0.002);
+  EXPECT_EQ(parse_double("1e300"), 1e300);
+  EXPECT_EQ(parse_double("3"), 3.0);
+  EXPECT_EQ(parse_double(".5"), 0.5);
+  EXPECT_EQ(parse_double("inf"), std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(parse_double("nan").has_value());
+  EXPECT_TRUE(std::isnan(*parse_double("nan")));
+}
+
+TEST(ParseDouble, RefusesAnythingElse) {
+  for (const char* text : {"", "-", ".", "+1.5", " 1.5", "1.5 ", "1.5x", "1,5", "0x1p3", "1e",
+                           "1e999", "-1e999", "five"})
+    EXPECT_EQ(parse_double(text), std::nullopt) << '"' << text << '"';
+}
+
 TEST(JsonQuote, EscapesPerRfc8259) {
   EXPECT_EQ(json_quote("plain"), "\"plain\"");
-  EXPECT_EQ(json_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
-  EXPECT_EQ(json_quote("\n\t\x01"), "\"\\n\\t\\u0001\"");
+  EXPECT_EQ(json_quote("a\"b\\c/d"), "\"a\\\"b\\\\c/d\"");
+  EXPECT_EQ(json_quote("\n\t\r\b\f\x01\x1f"), "\"\\n\\t\\r\\b\\f\\u0001\\u001f\"");
+  EXPECT_EQ(json_quote(std::string("nul\0", 4)), "\"nul\\u0000\"");
+  EXPECT_EQ(json_quote("del\x7f"), "\"del\x7f\"");             // not a control character in JSON
   EXPECT_EQ(json_quote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");  // UTF-8 passes through
+}
+
+TEST(JsonQuote, ReplacesInvalidUtf8) {
+  EXPECT_EQ(json_quote("eth\xff" "0"), "\"eth\xef\xbf\xbd" "0\"");
+  EXPECT_EQ(json_quote("cut \xc3"), "\"cut \xef\xbf\xbd\"");
+}
+
+TEST(CanonicalJson, SortsKeysBytewiseAndWritesNoWhitespace) {
+  nlohmann::json value = nlohmann::json::object();
+  for (const char* key : {"b", "\xc3\xa9", "ab", "B", "a_b", ""}) value[key] = 1;
+  value["nested"] = {{"z", nullptr}, {"a", {true, false}}};
+  EXPECT_EQ(canonical_json(value),
+            "{\"\":1,\"B\":1,\"a_b\":1,\"ab\":1,\"b\":1,"
+            "\"nested\":{\"a\":[true,false],\"z\":null},\"\xc3\xa9\":1}");
+}
+
+TEST(CanonicalJson, KeepsFloatsFloatsInTheirShortestForm) {
+  const auto text = [](double x) { return canonical_json(nlohmann::json(x)); };
+  EXPECT_EQ(text(1.0), "1.0");
+  EXPECT_EQ(text(-0.0), "-0.0");
+  EXPECT_EQ(text(0.1), "0.1");
+  EXPECT_EQ(text(0.0001), "1e-04");  // std::to_chars picks the shorter of the two forms
+  EXPECT_EQ(text(100000.0), "1e+05");
+  EXPECT_EQ(text(123456.0), "123456.0");
+  EXPECT_EQ(text(1e300), "1e+300");
+  EXPECT_EQ(text(0.30000000000000004), "0.30000000000000004");
+  EXPECT_EQ(text(std::numeric_limits<double>::infinity()), "null");
+  EXPECT_EQ(text(std::nan("")), "null");
+  EXPECT_EQ(canonical_json(nlohmann::json(std::int64_t{-3})), "-3");
+  EXPECT_EQ(canonical_json(nlohmann::json(std::uint64_t{18446744073709551615U})),
+            "18446744073709551615");
+  EXPECT_EQ(canonical_json(nlohmann::json(std::vector<double>{1, 2.5})), "[1.0,2.5]");
+  EXPECT_EQ(canonical_json(nlohmann::json("a\"b")), "\"a\\\"b\"");
+}
+
+TEST(ParseJson, KeepsIntegersAndFloatsApart) {
+  const nlohmann::json value = parse_json(" [1, -2, 1.0, 1e2, 18446744073709551615, \"x\"] ");
+  EXPECT_TRUE(value[0].is_number_integer());
+  EXPECT_TRUE(value[1].is_number_integer());
+  EXPECT_TRUE(value[2].is_number_float());
+  EXPECT_TRUE(value[3].is_number_float());
+  EXPECT_EQ(value[4].get<std::uint64_t>(), 18446744073709551615U);
+  EXPECT_EQ(canonical_json(value), "[1,-2,1.0,100.0,18446744073709551615,\"x\"]");
+}
+
+TEST(ParseJson, RoundTripsCanonicalText) {
+  const std::string text =
+      "{\"a\":[1e-04,-0.0,3.0,0.1],\"b\":{\"s\":\"q\\\"\\u0001\xc3\xa9\",\"t\":true},\"n\":null}";
+  EXPECT_EQ(canonical_json(parse_json(text)), text);
+}
+
+TEST(ParseJson, ReportsMalformedTextAsARunError) {
+  EXPECT_THROW_MSG(static_cast<void>(parse_json("{\"a\":")), Error,
+                   "malformed JSON: parse error at line 1, column 6: syntax error while parsing "
+                   "value - unexpected end of input; expected '[', '{', or a literal");
+  try {
+    static_cast<void>(parse_json(""));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::run);
+  }
+}
+
+// Earlier releases wrote strings byte for byte, so a stored fingerprint may
+// hold invalid UTF-8 from an environment variable. This text is what they
+// wrote for {"env.NCCL_SOCKET_IFNAME": "eth\xff\xfe0 \xc3"}.
+TEST(ParseJson, ReadsInvalidUtf8FromEarlierReleasesAsReplacementCharacters) {
+  const std::string stored = "{\"env.NCCL_SOCKET_IFNAME\":\"eth\xff\xfe" "0 \xc3\"}";
+  const std::string replaced = "eth\xef\xbf\xbd\xef\xbf\xbd" "0 \xef\xbf\xbd";
+  EXPECT_EQ(parse_json(stored)["env.NCCL_SOCKET_IFNAME"], replaced);
+  EXPECT_EQ(parse_json_object(stored),
+            (std::map<std::string, std::string>{{"env.NCCL_SOCKET_IFNAME", replaced}}));
+  // Still malformed once repaired: the parser's first complaint is reported.
+  EXPECT_THROW_MSG(static_cast<void>(parse_json("[\"\xff\"")), Error,
+                   "malformed JSON: parse error at line 1, column 3: syntax error while parsing "
+                   "value - invalid string: ill-formed UTF-8 byte; last read: '\"\xff'");
+}
+
+TEST(ParseJsonObject, ReadsAFlatObjectOfStrings) {
+  EXPECT_EQ(parse_json_object("{}"), (std::map<std::string, std::string>{}));
+  EXPECT_EQ(parse_json_object("{\"b\":\"2\",\"a\":\"\\u00e9\"}"),
+            (std::map<std::string, std::string>{{"a", "\xc3\xa9"}, {"b", "2"}}));
+  EXPECT_THROW_MSG(static_cast<void>(parse_json_object("[\"a\"]")), Error,
+                   "malformed JSON: expected an object of strings, found array");
+  EXPECT_THROW_MSG(static_cast<void>(parse_json_object("{\"a\":\"1\",\"b\":2}")), Error,
+                   "malformed JSON: member \"b\" is number, not a string");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "runner/common/strings.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 
 namespace runner {
@@ -68,5 +69,24 @@ std::string trim(std::string_view text) {
   const auto last = text.find_last_not_of(" \t\r\n");
   return std::string(text.substr(first, last - first + 1));
 }
+
+namespace {
+
+template <typename T>
+std::optional<T> parse_whole(std::string_view text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<std::int64_t> parse_int64(std::string_view text) {
+  return parse_whole<std::int64_t>(text);
+}
+
+std::optional<double> parse_double(std::string_view text) { return parse_whole<double>(text); }
 
 }  // namespace runner

@@ -43,6 +43,29 @@ TEST(Fingerprint, JsonRoundTrips) {
   EXPECT_EQ(runner::parse_json_object(fp.json()), fp.fields);
 }
 
+// Fingerprints are stored once per hash, so their JSON must not change by a
+// byte either, or every existing database would get a second copy of each
+// environment. Recorded from the hand-written JSON writer of commit 206220a.
+TEST(Fingerprint, JsonOfTrickyFieldsKeepsItsRecordedTextAndHash) {
+  runner::Fingerprint fp;
+  fp.fields = {{"", "empty key"},
+               {"B", "upper case sorts first"},
+               {"a", "quote \" backslash \\ slash /"},
+               {"a.b", ""},
+               {"a_b", "control \x01\x1f\t\n\r\b\f delete \x7f"},
+               {"cpu.model", "Intel(R) Xeon(R) CPU @ 2.20GHz"},
+               {"env.LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+               {"utf8", "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe2\x80\xa8"},
+               {"\xc3\xa9", "non-ASCII key"}};
+  EXPECT_EQ(fp.json(),
+            R"({"":"empty key","B":"upper case sorts first","a":"quote \" backslash \)"
+            R"(\ slash /","a.b":"","a_b":"control \u0001\u001f\t\n\r\b\f delete )" "\x7f" R"(",)"
+            R"("cpu.model":"Intel(R) Xeon(R) CPU @ 2.20GHz","env.LD_PRELOAD":"/usr/li)"
+            R"(b/x86_64-linux-gnu/libjemalloc.so.2","utf8":"é € 😀 )" "\xe2\x80\xa8" R"(",)"
+            R"("é":"non-ASCII key"})");
+  EXPECT_EQ(fp.hash(), "0744fed0fe3aa8958caf5be213e0bdca5043fdf515c42a0e87b58206362a6307");
+}
+
 TEST(Fingerprint, PerformanceEnvironmentVariables) {
   for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "KMP_AFFINITY",
                            "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "NCCL_DEBUG",

@@ -5,8 +5,6 @@
 #include <map>
 #include <utility>
 
-#include "runner/common/json.hpp"
-#include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
 #include "document.hpp"
 #include "format.hpp"
@@ -28,77 +26,9 @@ using experiment_detail::render;
 using experiment_detail::Section;
 using experiment_detail::SectionSpec;
 using experiment_detail::section_specs;
-using experiment_detail::shortest;
 using experiment_detail::Sources;
 
 namespace {
-
-// ---------------------------------------------------------------------------
-// Canonical JSON.
-
-std::string json_number(double x) {
-  std::string text = shortest(x);
-  // "1" would read back as an integer; keep floats floats.
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";
-  return text;
-}
-
-std::string json_number(std::int64_t x) { return std::to_string(x); }
-
-template <typename T>
-std::string json_array(const std::vector<T>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ',';
-    out += json_number(items[i]);
-  }
-  return out + "]";
-}
-
-std::string json_value(const OptionValue& value) {
-  struct Visitor {
-    std::string operator()(bool b) const { return b ? "true" : "false"; }
-    std::string operator()(std::int64_t i) const { return json_number(i); }
-    std::string operator()(double d) const { return json_number(d); }
-    std::string operator()(const std::string& s) const { return json_quote(s); }
-    std::string operator()(const std::vector<std::int64_t>& v) const { return json_array(v); }
-    std::string operator()(const std::vector<double>& v) const { return json_array(v); }
-  };
-  return std::visit(Visitor{}, value);
-}
-
-// A JSON object whose members are already-serialised JSON values; std::map
-// keeps the keys sorted bytewise, which is what makes the output canonical.
-class JsonObject {
- public:
-  JsonObject& add(const std::string& key, std::string json) {
-    members_[key] = std::move(json);
-    return *this;
-  }
-  [[nodiscard]] std::string str() const {
-    std::string out = "{";
-    bool first = true;
-    for (const auto& [key, json] : members_) {
-      if (!first) out += ',';
-      first = false;
-      out += json_quote(key);
-      out += ':';
-      out += json;
-    }
-    return out + "}";
-  }
-
- private:
-  std::map<std::string, std::string> members_;
-};
-
-JsonObject json_of(const PluginChoice& choice) {
-  JsonObject options;
-  for (const auto& [name, value] : choice.options.values()) options.add(name, json_value(value));
-  JsonObject out;
-  out.add("plugin", json_quote(choice.plugin)).add("options", options.str());
-  return out;
-}
 
 // ---------------------------------------------------------------------------
 // Messages and labels.
@@ -551,50 +481,6 @@ std::vector<Trial> ParsedExperiment::expand(const PluginCatalog& catalog) const 
 }
 
 // ---------------------------------------------------------------------------
-
-std::string Experiment::resolved_json() const {
-  JsonObject root;
-  root.add("kind", json_quote(kind));
-  root.add("seed", std::to_string(seed));
-  root.add("device", JsonObject()
-                         .add("type", json_quote(device.type))
-                         .add("threads", std::to_string(device.threads))
-                         .add("interop_threads", std::to_string(device.interop_threads))
-                         .str());
-  root.add("model", json_of(model).str());
-  if (data) {
-    JsonObject section = json_of(*data);
-    section.add("batch_size", std::to_string(data_settings.batch_size));
-    section.add("shuffle", data_settings.shuffle ? "true" : "false");
-    section.add("drop_last", data_settings.drop_last ? "true" : "false");
-    root.add("data", section.str());
-  }
-  if (optimizer) root.add("optimizer", json_of(*optimizer).str());
-  // Only when present: experiments without it keep the hashes they had.
-  if (distributed.enabled)
-    root.add("distributed", JsonObject()
-                                .add("world_size", std::to_string(distributed.world_size))
-                                .add("backend", json_quote(distributed.backend))
-                                .add("bucket_mb", json_number(distributed.bucket_mb))
-                                .str());
-  if (comm_hook) root.add("comm_hook", json_of(*comm_hook).str());
-  if (kind == "train")
-    root.add("train", JsonObject()
-                          .add("steps", std::to_string(train.steps))
-                          .add("warmup", train.warmup < 0 ? std::string("\"auto\"")
-                                                          : std::to_string(train.warmup))
-                          .str());
-  else if (kind == "infer")
-    root.add("infer", JsonObject()
-                          .add("batches", std::to_string(infer.batches))
-                          .add("warmup", infer.warmup < 0 ? std::string("\"auto\"")
-                                                          : std::to_string(infer.warmup))
-                          .add("mode", json_quote(infer.mode))
-                          .str());
-  return root.str();
-}
-
-std::string Experiment::config_hash() const { return sha256_hex(resolved_json()); }
 
 std::shared_ptr<const ParsedExperiment> parse_experiment_file(
     const fs::path& path, const std::vector<std::string>& set_overrides) {

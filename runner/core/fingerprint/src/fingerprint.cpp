@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #ifdef RUNNER_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -164,7 +166,7 @@ double load_average_1m() {
   return getloadavg(load, 1) == 1 ? load[0] : -1.0;
 }
 
-std::string Fingerprint::json() const { return json_object(fields); }
+std::string Fingerprint::json() const { return canonical_json(nlohmann::json(fields)); }
 
 std::string Fingerprint::hash() const { return sha256_hex(json()); }
 

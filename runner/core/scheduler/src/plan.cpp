@@ -6,6 +6,7 @@
 
 #include "runner/common/error.hpp"
 #include "runner/common/sha256.hpp"
+#include "runner/common/strings.hpp"
 
 namespace runner {
 
@@ -30,16 +31,12 @@ Shard parse_shard(const std::string& text) {
   };
   const auto slash = text.find('/');
   if (slash == std::string::npos) fail();
+  const auto k = parse_int64(std::string_view(text).substr(0, slash));
+  const auto n = parse_int64(std::string_view(text).substr(slash + 1));
+  if (!k || !n) fail();
   Shard shard;
-  try {
-    std::size_t used_k = 0, used_n = 0;
-    const std::string k = text.substr(0, slash), n = text.substr(slash + 1);
-    shard.index = std::stoll(k, &used_k);
-    shard.count = std::stoll(n, &used_n);
-    if (used_k != k.size() || used_n != n.size()) fail();
-  } catch (const std::logic_error&) {
-    fail();
-  }
+  shard.index = *k;
+  shard.count = *n;
   if (shard.count < 1 || shard.index < 1 || shard.index > shard.count) fail();
   return shard;
 }

@@ -1,6 +1,7 @@
 // Small string helpers shared by the experiment layer, the plugin host and the CLI.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,5 +26,16 @@ namespace runner {
 
 /// Removes leading and trailing whitespace.
 [[nodiscard]] std::string trim(std::string_view text);
+
+/// `text` as a base-10 integer when all of it is one: an optional '-' and
+/// digits, as std::from_chars reads them (no whitespace, no '+'). nullopt
+/// when it is empty, is not a number, has anything after it, or overflows.
+[[nodiscard]] std::optional<std::int64_t> parse_int64(std::string_view text);
+
+/// `text` as a floating-point number when all of it is one (std::from_chars:
+/// "1.5", "-2e-3", "inf", "nan"; no whitespace, no '+', no hexadecimal).
+/// nullopt when it is empty, is not a number, has anything after it, or is
+/// out of the range of double.
+[[nodiscard]] std::optional<double> parse_double(std::string_view text);
 
 }  // namespace runner
