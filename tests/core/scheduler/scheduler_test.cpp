@@ -334,8 +334,9 @@ TEST_F(SchedulerTest, ARunProcessThatFailsOutsideTheEngineRecordsItsOwnReason) {
 
 TEST_F(SchedulerTest, AnOverlongFailureIsCutAtACharacterBoundary) {
   const auto p = prepare(1, "");
-  // 1999 ASCII bytes, then a 2-byte character that straddles the 2000-byte cut.
-  const std::string message = std::string(1999, 'x') + "\xc3\xa9" + std::string(5000, 'y');
+  // 1993 ASCII bytes, then a 2-byte character that straddles the cut at 1994
+  // (2000 bytes with the " [...]" marker).
+  const std::string message = std::string(1993, 'x') + "\xc3\xa9" + std::string(5000, 'y');
   runner::SchedulerOptions o = options({});
   o.body = [message](const runner::RunContext&) -> runner::RunOutcome {
     throw std::runtime_error(message);
@@ -344,7 +345,7 @@ TEST_F(SchedulerTest, AnOverlongFailureIsCutAtACharacterBoundary) {
   Recorder seen;
   (void)runner::run_sweep(p, o, seen);
   ASSERT_EQ(seen.ended.size(), 2u);
-  EXPECT_EQ(seen.ended[0].detail.error, std::string(1999, 'x') + " [...]");
+  EXPECT_EQ(seen.ended[0].detail.error, std::string(1993, 'x') + " [...]");
 }
 
 TEST_F(SchedulerTest, ADistributedSweepRefusesInProcessRuns) {

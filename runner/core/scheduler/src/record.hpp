@@ -23,7 +23,8 @@ void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& e
 /// bounded so that a runaway one (a thousand ranks' failures) cannot bloat the store.
 inline constexpr std::size_t kMaxErrorBytes = 2000;
 
-/// `text` cut to at most kMaxErrorBytes (at a character boundary, marked " [...]").
+/// `text` cut to at most kMaxErrorBytes, the " [...]" that marks the cut
+/// included, at a character boundary (so cutting twice changes nothing).
 [[nodiscard]] std::string bounded_error(std::string text);
 
 /// The first non-empty line of an exception's message (LibTorch appends a

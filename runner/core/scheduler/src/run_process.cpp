@@ -6,6 +6,8 @@
 #include <string>
 
 #include "record.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/strings.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
 #include "runner/process/isolation.hpp"
 #include "runner/scheduler/scheduler.hpp"
@@ -40,7 +42,10 @@ RunOutcome execute_recorded_run(const RunContext& context) {
     // (a pool does not survive a fork; see docs/execution.md).
     const std::string text =
         capture_in_child([&] { return std::to_string(measure_peak_flop_per_s(device)); });
-    peak = std::stod(text);
+    peak = parse_double(text);
+    if (!peak || !(*peak > 0))
+      throw Error("the peak FLOP/s probe printed '" + text + "', not a positive number", {},
+                  ErrorKind::run);
     db.set_peak_flop_per_s(fingerprint_id, device, "float32", *peak,
                            device == "cpu" ? "best of 5 fp32 matmuls 1024^3"
                                            : "best of 5 fp32 matmuls 4096^3");
@@ -63,8 +68,9 @@ void record_outcome(store::Store& db, std::int64_t run_id, const RunOutcome& out
 }
 
 std::string bounded_error(std::string text) {
+  static constexpr std::string_view kMark = " [...]";
   if (text.size() <= kMaxErrorBytes) return text;
-  text.resize(kMaxErrorBytes);
+  text.resize(kMaxErrorBytes - kMark.size());
   // Never end in half a UTF-8 sequence: find the last character's lead byte
   // and drop the character if its continuation bytes were cut off.
   const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
@@ -76,7 +82,7 @@ std::string bounded_error(std::string text) {
     const std::size_t length = c >= 0xF0U ? 4 : c >= 0xE0U ? 3 : c >= 0xC0U ? 2 : 1;
     if (text.size() - lead < length) text.resize(lead);
   }
-  return text + " [...]";
+  return text.append(kMark);
 }
 
 std::string failure_reason(const std::string& what) {
