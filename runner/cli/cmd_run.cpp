@@ -351,7 +351,7 @@ int handle_validate(const Args& args, const Global& global) {
   if (auto it = args.values.find("--set"); it != args.values.end()) set = it->second;
   const PreparedExperiment p = prepare(args.positionals[0], global, set);
   const Experiment& e = p.first();
-  std::cout << e.source_path.string() << ": ok\n"
+  std::cout << e.source->path.string() << ": ok\n"
             << "experiment '" << e.name << "' (" << e.kind << "): " << p.trials.size()
             << " trial(s) x " << e.repeats << " repetition(s)\n";
   if (args.has("--list-trials")) {

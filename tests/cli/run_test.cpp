@@ -226,7 +226,7 @@ TEST_F(RunTest, RerunRunsTheStoredConfigurationAndNamesChangedPlugins) {
 
 TEST_F(RunTest, CtrlCStopsTheRunCleanlyAndASecondOneKillsIt) {
   std::string text = kTiny;
-  text.replace(text.find("steps = 20"), 10, "steps = 100000000");
+  text.replace(text.find("steps = 20"), 10, "steps = 1000000");
   const fs::path file = write("forever.toml", text);
   const pid_t pid = spawn(command("run " + file.string()) + " >/dev/null 2>" +
                           (dir_ / "err").string());

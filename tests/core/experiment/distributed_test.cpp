@@ -70,12 +70,12 @@ TEST_F(DistributedTest, BackendAndDeviceMustMatch) {
 
 TEST_F(DistributedTest, BadValuesAreRefusedWhereTheyAre) {
   EXPECT_THROW_MSG(load(kMinimal + "[distributed]\nworld_size = 0\n"), Error,
-                   at(9, 14) + "'distributed.world_size' must be >= 1, found 0");
+                   at(9, 14) + "'distributed.world_size' must be between 1 and 64, found 0");
   EXPECT_THROW_MSG(load(kMinimal + "[distributed]\nbackend = \"mpi\"\n"), Error,
                    at(9, 11) +
                        "'distributed.backend' must be one of \"gloo\", \"nccl\", found \"mpi\"");
   EXPECT_THROW_MSG(load(kMinimal + "[distributed]\nbucket_mb = 0\n"), Error,
-                   at(9, 13) + "'distributed.bucket_mb' must be >= 0.001, found 0");
+                   at(9, 13) + "'distributed.bucket_mb' must be between 0.001 and 4096, found 0");
 }
 
 TEST_F(DistributedTest, WithoutTheDefaultHookLoadedTheSectionSaysWhatToDo) {

@@ -60,8 +60,8 @@ TEST_F(ExperimentTest, HappyPathReadsEveryKeyAndFillsDefaults) {
       "steps = 20\n"
       "warmup = 0\n";
   const Experiment e = load(text);
-  EXPECT_EQ(e.source_path, dir_ / "exp.toml");
-  EXPECT_EQ(e.source_text, text);
+  EXPECT_EQ(e.source->path, dir_ / "exp.toml");
+  EXPECT_EQ(e.source->text, text);
   EXPECT_EQ(e.name, "amp");
   EXPECT_EQ(e.description, "fp32 baseline");
   EXPECT_EQ(e.kind, "train");
@@ -206,7 +206,7 @@ TEST_F(ExperimentTest, ErrorsNameThePathAsGiven) {
 TEST_F(ExperimentTest, FirstProblemInFileOrderIsReported) {
   // toml++ keeps keys sorted ("steps" < "warmup"); the reader must not.
   EXPECT_THROW_MSG(load("[train]\nwarmup = -1\nsteps = 0\n" + kMinimal), Error,
-                   at(2, 10) + "'train.warmup' must be a step count >= 0 or \"auto\", found -1");
+                   at(2, 10) + "'train.warmup' must be a step count between 0 and 1000000 or \"auto\", found -1");
   EXPECT_THROW_MSG(load("[zzzz]\n[aaaa]\n" + kMinimal), Error,
                    at(1, 1) + "unknown section [zzzz]");
 }
@@ -270,15 +270,15 @@ TEST_F(ExperimentTest, HostKeyOfWrongType) {
 
 TEST_F(ExperimentTest, HostKeyOutOfRange) {
   EXPECT_THROW_MSG(load("[train]\nsteps = 0\n" + kMinimal), Error,
-                   at(2, 9) + "'train.steps' must be >= 1, found 0");
+                   at(2, 9) + "'train.steps' must be between 1 and 1000000, found 0");
   EXPECT_THROW_MSG(load("[experiment]\nseed = -1\n" + kMinimal), Error,
                    at(2, 8) + "'experiment.seed' must be >= 0, found -1");
   EXPECT_THROW_MSG(load("[experiment]\nrepeats = 0\n" + kMinimal), Error,
-                   at(2, 11) + "'experiment.repeats' must be >= 1, found 0");
+                   at(2, 11) + "'experiment.repeats' must be between 1 and 10000, found 0");
   EXPECT_THROW_MSG(load("[device]\nthreads = -2\n" + kMinimal), Error,
-                   at(2, 11) + "'device.threads' must be >= 0, found -2");
+                   at(2, 11) + "'device.threads' must be between 0 and 1024, found -2");
   EXPECT_THROW_MSG(load(kModel + kOptimizer + kData + "batch_size = 0\n"), Error,
-                   at(8, 14) + "'data.batch_size' must be >= 1, found 0");
+                   at(8, 14) + "'data.batch_size' must be between 1 and 1048576, found 0");
 }
 
 TEST_F(ExperimentTest, HostKeyChoices) {

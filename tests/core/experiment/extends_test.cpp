@@ -46,10 +46,10 @@ TEST_F(ExtendsTest, TablesMergeKeyByKeyAndArraysAreReplacedWhole) {
   // name and description describe the file that writes them: not inherited.
   EXPECT_EQ(e.name, "exp");
   EXPECT_EQ(e.description, "");
-  ASSERT_EQ(e.base_files.size(), 1u);
-  EXPECT_EQ(e.base_files[0].path, dir_ / "base.toml");
-  EXPECT_EQ(e.base_files[0].text, kBase);
-  EXPECT_EQ(e.source_path, dir_ / "exp.toml");
+  ASSERT_EQ(e.source->base_files.size(), 1u);
+  EXPECT_EQ(e.source->base_files[0].path, dir_ / "base.toml");
+  EXPECT_EQ(e.source->base_files[0].text, kBase);
+  EXPECT_EQ(e.source->path, dir_ / "exp.toml");
 }
 
 TEST_F(ExtendsTest, MergedFileIsTheSameTrialAsTheFileWrittenOut) {
@@ -84,9 +84,9 @@ TEST_F(ExtendsTest, MultiLevelPathsAreRelativeToTheNamingFile) {
   EXPECT_EQ(e.seed, 4);          // from base
   // A relative plugin path belongs to the file that writes it.
   EXPECT_EQ(e.plugin_paths, (std::vector<std::filesystem::path>{dir_ / "common" / "lib"}));
-  ASSERT_EQ(e.base_files.size(), 2u);
-  EXPECT_EQ(e.base_files[0].path, dir_ / "common" / "mid.toml");
-  EXPECT_EQ(e.base_files[1].path, dir_ / "base.toml");
+  ASSERT_EQ(e.source->base_files.size(), 2u);
+  EXPECT_EQ(e.source->base_files[0].path, dir_ / "common" / "mid.toml");
+  EXPECT_EQ(e.source->base_files[1].path, dir_ / "base.toml");
 }
 
 TEST_F(ExtendsTest, ListOfBasesAppliesInOrder) {
@@ -180,11 +180,11 @@ TEST_F(ExtendsTest, ErrorInsideAnExtendedFileNamesTheChain) {
   write("[train]\nwarmup = 1\nsteps = 0\n", "base.toml");
   const Error e = error_of("extends = \"base.toml\"\n" + kMinimal);
   EXPECT_EQ(std::string(e.what()), at("base.toml", 3, 9) +
-                                       "'train.steps' must be >= 1, found 0 (extended by " +
+                                       "'train.steps' must be between 1 and 1000000, found 0 (extended by " +
                                        file() + ")");
   write("extends = \"base.toml\"\n", "mid.toml");
   EXPECT_THROW_MSG(static_cast<void>(load("extends = \"mid.toml\"\n" + kMinimal)), Error,
-                   at("base.toml", 3, 9) + "'train.steps' must be >= 1, found 0 (extended by " +
+                   at("base.toml", 3, 9) + "'train.steps' must be between 1 and 1000000, found 0 (extended by " +
                        path("mid.toml") + ", extended by " + file() + ")");
   // Overridden by the extending file, the base's value is never checked.
   EXPECT_EQ(load("extends = \"base.toml\"\n" + kMinimal + "[train]\nsteps = 3\n").train.steps, 3);

@@ -70,18 +70,18 @@ TEST_F(LimitsTest, OnlyRegularFilesAreRead) {
 }
 
 TEST_F(LimitsTest, AFileOverTheSizeCapIsRefusedUnread) {
-  std::string big = kMinimal + "# " + std::string(4 * 1024 * 1024, 'x') + "\n";
+  std::string big = kMinimal + "# " + std::string(8 * 1024 * 1024, 'x') + "\n";
   const Error e = error_of(big);
   EXPECT_EQ(std::string(e.what()),
-            "cannot open experiment file '" + file() + "': larger than 4 MiB");
+            "cannot open experiment file '" + file() + "': larger than 8 MiB");
   EXPECT_EQ(e.hint(),
-            "an experiment file may hold at most 4 MiB; split a long [[trial]] list into [sweep] "
+            "an experiment file may hold at most 8 MiB; split a long [[trial]] list into [sweep] "
             "axes or several files");
 }
 
 TEST_F(LimitsTest, TheMergedFilesAreCappedInTotal) {
-  // Five bases of 3.5 MiB each: every one is under the per-file cap, together they are not.
-  const std::string filler = "# " + std::string(3 * 1024 * 1024 + 512 * 1024, 'x') + "\n";
+  // Five bases of 7 MiB each: every one is under the per-file cap, together they are not.
+  const std::string filler = "# " + std::string(7 * 1024 * 1024, 'x') + "\n";
   std::string extends = "extends = [";
   for (int i = 0; i < 5; ++i) {
     write(filler, "base" + std::to_string(i) + ".toml");
@@ -89,7 +89,7 @@ TEST_F(LimitsTest, TheMergedFilesAreCappedInTotal) {
   }
   const Error e = error_of(extends + "]\n" + kMinimal);
   EXPECT_EQ(std::string(e.what()),
-            at(1, 68) + "the files of this experiment hold more than 16 MiB in all");
+            at(1, 68) + "the files of this experiment hold more than 32 MiB in all");
 }
 
 TEST_F(LimitsTest, ALongExtendsChainIsRefusedAtItsLimit) {
@@ -121,5 +121,60 @@ TEST_F(LimitsTest, ExtendsDiamondsAreBoundedLinearlyNotExponentially) {
   EXPECT_EQ(e.hint(), "share bases through fewer paths, or merge files");
 }
 
+TEST_F(LimitsTest, NumbersThatWouldValidateAndThenFailAreRefusedAtValidation) {
+  // Each of these used to validate and then fail or overflow at run time.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[experiment]\ntimeout = 9223372036854775807\n",
+       at(2, 11) + "'experiment.timeout' must be a positive duration like \"90s\", \"30m\" or "
+                   "\"2h\" of at most 2592000 seconds, found 9223372036854775807"},
+      {"[experiment]\ntimeout = \"99999999999999999999h\"\n",
+       at(2, 11) + "'experiment.timeout' must be a positive duration like \"90s\", \"30m\" or "
+                   "\"2h\" of at most 2592000 seconds, found \"99999999999999999999h\""},
+      {"[experiment]\ntimeout = 1e300\n",
+       at(2, 11) + "'experiment.timeout' must be a positive duration like \"90s\", \"30m\" or "
+                   "\"2h\" of at most 2592000 seconds, found 1e+300"},
+      {"[experiment]\nrepeats = 1000000000\n",
+       at(2, 11) + "'experiment.repeats' must be between 1 and 10000, found 1000000000"},
+      {"[train]\nsteps = 1000000000000000000\n",
+       at(2, 9) + "'train.steps' must be between 1 and 1000000, found 1000000000000000000"},
+      {"[train]\nwarmup = 1000000000000000000\n",
+       at(2, 10) + "'train.warmup' must be a step count between 0 and 1000000 or \"auto\", found "
+                   "1000000000000000000"},
+      {"[device]\nthreads = 1000000\n",
+       at(2, 11) + "'device.threads' must be between 0 and 1024, found 1000000"},
+      {"[distributed]\nworld_size = 1000\n",
+       at(2, 14) + "'distributed.world_size' must be between 1 and 64, found 1000"},
+      {"[distributed]\ntimeout = \"2d\"\n",
+       at(2, 11) + "'distributed.timeout' must be a positive duration like \"90s\", \"30m\" or "
+                   "\"2h\" of at most 86400 seconds, found \"2d\""},
+  };
+  for (const auto& [text, message] : cases)
+    EXPECT_EQ(std::string(error_of(text + kMinimal).what()), message) << text;
+}
+
+TEST_F(LimitsTest, TrialsTimesRepeatsIsCapped) {
+  // 200 trials x 10,000 repetitions: each within its own bound, 2,000,000 runs together.
+  std::string rates;
+  for (int i = 1; i <= 200; ++i) rates += (i > 1 ? ", 0." : "0.") + std::to_string(1000 + i);
+  const Error e = error_of("[experiment]\nrepeats = 10000\n" + kMinimal + "[sweep]\n" +
+                           "\"optimizer.lr\" = [" + rates + "]\n");
+  EXPECT_EQ(std::string(e.what()),
+            at(2, 11) + "200 trial(s) x 10000 repetition(s) are more than 1000000 runs");
+  EXPECT_EQ(e.hint(), "split the study into several experiments");
+}
+
+TEST_F(LimitsTest, TrialTablesExpandInLinearMemory) {
+  // 20,000 [[trial]] tables: every trial shares one copy of the file's text
+  // (it was copied into each, 14 GB at this size).
+  std::string text = kMinimal;
+  for (int i = 0; i < 20000; ++i)
+    text += "[[trial]]\n\"optimizer.lr\" = 0." + std::to_string(100000 + i) + "\n";
+  const std::vector<Trial> trials = expand(text);
+  ASSERT_EQ(trials.size(), 20000u);
+  EXPECT_EQ(trials.front().experiment.source.get(), trials.back().experiment.source.get());
+  EXPECT_EQ(trials.back().experiment.source->text, text);
+}
+
 }  // namespace
 }  // namespace runner::test
+

@@ -46,8 +46,8 @@ TEST_F(OverridesTest, SetReplacesAndAddsKeysWithTheFilesTypes) {
   EXPECT_FALSE(e.data_settings.shuffle);
   EXPECT_EQ(e.name, "renamed");
   EXPECT_EQ(e.repeats, 3);
-  EXPECT_EQ(e.set_overrides.size(), 7u);
-  EXPECT_EQ(e.set_overrides[0], "train.steps=50");
+  EXPECT_EQ(e.source->set_overrides.size(), 7u);
+  EXPECT_EQ(e.source->set_overrides[0], "train.steps=50");
 }
 
 TEST_F(OverridesTest, ValuesAreTomlFirst) {
@@ -126,7 +126,7 @@ TEST_F(OverridesTest, TypeAndRangeAreCheckedAsInTheFile) {
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"train.steps=x"})), Error,
                    "--set train.steps=x: 'train.steps' must be an integer, found a string");
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"train.steps=0"})), Error,
-                   "--set train.steps=0: 'train.steps' must be >= 1, found 0");
+                   "--set train.steps=0: 'train.steps' must be between 1 and 1000000, found 0");
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"optimizer.lr=fast"})), Error,
                    "--set optimizer.lr=fast: 'optimizer.lr' must be a number, found a string");
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"model.hidden=[8, \"x\"]"})), Error,
@@ -207,7 +207,7 @@ TEST_F(OverridesTest, TimeoutDefaultAndForms) {
 
 TEST_F(OverridesTest, TimeoutThatIsNotAPositiveDuration) {
   const std::string expected =
-      "'experiment.timeout' must be a positive duration like \"90s\", \"30m\" or \"2h\", found ";
+      "'experiment.timeout' must be a positive duration like \"90s\", \"30m\" or \"2h\" of at most 2592000 seconds, found ";
   auto error = [&](const std::string& value) {
     return std::string(error_of("[experiment]\ntimeout = " + value + "\n" + kMinimal).what());
   };
@@ -239,7 +239,7 @@ TEST_F(OverridesTest, WarmupTakesAStepCountOrAuto) {
   EXPECT_NE(automatic.resolved_json().find("\"warmup\":\"auto\""), std::string::npos);
   EXPECT_EQ(load_with(kMinimal, {"train.warmup=7"}).train.warmup, 7);
   EXPECT_EQ(std::string(error_with(kMinimal, {"train.warmup=sometimes"}).what()),
-            "--set train.warmup=sometimes: 'train.warmup' must be a step count >= 0 or "
+            "--set train.warmup=sometimes: 'train.warmup' must be a step count between 0 and 1000000 or "
             "\"auto\", found \"sometimes\"");
 }
 

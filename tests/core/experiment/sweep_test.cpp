@@ -297,7 +297,7 @@ TEST_F(SweepTest, ValueOfTheWrongTypePointsAtTheListElement) {
                   "model.hidden=[64, \"x\"])");
   EXPECT_THROW_MSG(static_cast<void>(expand(kMinimal + "[sweep]\n\"train.steps\" = [5, 0]\n")),
                    Error,
-                   at(9, 21) + "'train.steps' must be >= 1, found 0 (in trial 2: train.steps=0)");
+                   at(9, 21) + "'train.steps' must be between 1 and 1000000, found 0 (in trial 2: train.steps=0)");
 }
 
 TEST_F(SweepTest, AxisThatIsNotAList) {
@@ -394,7 +394,7 @@ TEST_F(SweepTest, ProblemsOfTheFilesNameNoTrial) {
   EXPECT_THROW_MSG(
       static_cast<void>(
           expand(kMinimal + "[train]\nsteps = 0\n[sweep]\n\"train.warmup\" = [1, 2]\n")),
-      Error, at(9, 9) + "'train.steps' must be >= 1, found 0");
+      Error, at(9, 9) + "'train.steps' must be between 1 and 1000000, found 0");
   EXPECT_THROW_MSG(static_cast<void>(expand(kModel + "hiden = [1]\n" + kData + kOptimizer +
                                             "[sweep]\n\"train.warmup\" = [1, 2]\n")),
                    Error,

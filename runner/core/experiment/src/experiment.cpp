@@ -118,10 +118,12 @@ ParsedExperiment::ParsedExperiment(const fs::path& path,
                                    const std::vector<std::string>& set_overrides)
     : check_(path.string(), &sources_.origins) {
   experiment_detail::load_sources(path, set_overrides, sources_);
-  defaults_.source_path = path;
-  defaults_.source_text = sources_.files.front().text;
-  defaults_.base_files.assign(sources_.files.begin() + 1, sources_.files.end());
-  defaults_.set_overrides = set_overrides;
+  auto source = std::make_shared<ExperimentSource>();
+  source->path = path;
+  source->text = sources_.files.front().text;
+  source->base_files.assign(sources_.files.begin() + 1, sources_.files.end());
+  source->set_overrides = set_overrides;
+  defaults_.source = std::move(source);
   defaults_.name = path.stem().string();
   // The table, not the struct initialisers, is the one source of defaults.
   for (const auto& section : section_specs())
@@ -145,15 +147,33 @@ ParsedExperiment::ParsedExperiment(const fs::path& path,
 
   // Everything that needs no plugin is checked now, for every trial, so that
   // `runner validate` and the first run see the same problems.
+  std::int64_t repeats = 1;
   for (std::int64_t index = 0; index < trial_count(); ++index) {
     const std::vector<Leaf> overrides = overrides_of(index);
     try {
       const HostConfig config = check_host(sections_of(overrides));
-      if (index == 0) plugin_paths_ = config.experiment.plugin_paths;
+      if (index == 0) {
+        plugin_paths_ = config.experiment.plugin_paths;
+        repeats = config.experiment.repeats;  // the same for every trial
+      }
     } catch (const Error& e) {
       rethrow_for_trial(e, index, overrides,
                         [&] { static_cast<void>(check_host(sources_.doc.sections)); });
     }
+  }
+  if (static_cast<double>(repeats) * static_cast<double>(trial_count()) >
+      static_cast<double>(kMaxRuns)) {
+    const Leaf* where = nullptr;
+    for (const Section& section : sources_.doc.sections)
+      if (section.name == "experiment")
+        for (const Leaf& leaf : section.items)
+          if (leaf.key == "repeats") where = &leaf;
+    const std::string message = std::to_string(trial_count()) + " trial(s) x " +
+                                std::to_string(repeats) + " repetition(s) are more than " +
+                                std::to_string(kMaxRuns) + " runs";
+    const std::string hint = "split the study into several experiments";
+    if (where != nullptr) throw check_.error(*where->node, message, hint);
+    throw Error(check_.nowhere(), message, hint);
   }
 }
 
@@ -259,7 +279,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
         read_path_list(*item.node, dotted, config.experiment);
         break;
       case KeyRole::duration:
-        host->apply(config.experiment, OptionValue{check_.read_duration(*item.node, dotted)});
+        host->apply(config.experiment, OptionValue{check_.read_duration(*item.node, dotted, *host->spec.max)});
         break;
       case KeyRole::warmup:
         host->apply(config.experiment, OptionValue{check_.read_warmup(*item.node, dotted)});
@@ -294,7 +314,7 @@ void ParsedExperiment::read_path_list(const toml::node& node, const std::string&
   // Relative to the file that writes the path, so an experiment and its
   // plugins move together; a --set path is relative to the working directory.
   const auto* origin = check_.origin_of(node);
-  const fs::path folder = origin != nullptr ? origin->folder : e.source_path.parent_path();
+  const fs::path folder = origin != nullptr ? origin->folder : e.source->path.parent_path();
   auto add = [&](const toml::node& item, const std::string& name) {
     const auto* text = item.as_string();
     if (text == nullptr)

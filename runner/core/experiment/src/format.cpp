@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <sstream>
 #include <utility>
@@ -25,16 +26,19 @@ OptionSpec spec_of(std::string name, OptionType type, std::optional<OptionValue>
   return spec;
 }
 
-HostKey integer_key(std::string name, std::int64_t def, std::int64_t min, std::string doc,
-                    Apply apply) {
+// Every numeric key has both bounds: a value that validates must also run
+// (a billion repetitions or steps would exhaust memory long after validation).
+HostKey integer_key(std::string name, std::int64_t def, std::int64_t min,
+                    std::optional<std::int64_t> max, std::string doc, Apply apply) {
   HostKey key{spec_of(std::move(name), OptionType::integer, OptionValue{def}, std::move(doc)),
               apply};
   key.spec.min = static_cast<double>(min);
+  if (max) key.spec.max = static_cast<double>(*max);
   return key;
 }
 
 HostKey warmup_key(std::string doc, Apply apply) {
-  HostKey key = integer_key("warmup", 10, 0, std::move(doc), apply);
+  HostKey key = integer_key("warmup", 10, 0, kMaxSteps, std::move(doc), apply);
   key.role = KeyRole::warmup;
   return key;
 }
@@ -80,6 +84,7 @@ const std::vector<SectionSpec>& section_specs() {
                       e.timeout_s = std::get<double>(v);
                     }};
     timeout.role = KeyRole::duration;
+    timeout.spec.max = kMaxRunTimeoutSeconds;
     s.push_back({"experiment", std::nullopt, "",
                  {fixed(name),
                   fixed(string_key("description", "", {}, "free text",
@@ -88,9 +93,9 @@ const std::vector<SectionSpec>& section_specs() {
                                    })),
                   fixed(string_key("kind", "train", {"train", "infer"}, "what the experiment runs",
                                    [](Experiment& e, const OptionValue& v) { e.kind = str(v); })),
-                  integer_key("seed", 0, 0, "global seed",
+                  integer_key("seed", 0, 0, std::nullopt, "global seed",
                               [](Experiment& e, const OptionValue& v) { e.seed = int_of(v); }),
-                  fixed(integer_key("repeats", 1, 1, "independent repetitions of every trial",
+                  fixed(integer_key("repeats", 1, 1, kMaxRepeats, "independent repetitions of every trial",
                                     [](Experiment& e, const OptionValue& v) {
                                       e.repeats = int_of(v);
                                     })),
@@ -99,11 +104,11 @@ const std::vector<SectionSpec>& section_specs() {
     s.push_back({"device", std::nullopt, "",
                  {string_key("type", "cpu", {"cpu", "cuda", "auto"}, "where to run",
                              [](Experiment& e, const OptionValue& v) { e.device.type = str(v); }),
-                  integer_key("threads", 0, 0, "intra-op threads; 0 = LibTorch default",
+                  integer_key("threads", 0, 0, kMaxThreads, "intra-op threads; 0 = LibTorch default",
                               [](Experiment& e, const OptionValue& v) {
                                 e.device.threads = int_of(v);
                               }),
-                  integer_key("interop_threads", 0, 0, "inter-op threads; 0 = LibTorch default",
+                  integer_key("interop_threads", 0, 0, kMaxThreads, "inter-op threads; 0 = LibTorch default",
                               [](Experiment& e, const OptionValue& v) {
                                 e.device.interop_threads = int_of(v);
                               })}});
@@ -111,7 +116,7 @@ const std::vector<SectionSpec>& section_specs() {
     s.push_back({"model", PluginKind::model, "", {}});
 
     s.push_back({"data", PluginKind::loader, "",
-                 {integer_key("batch_size", 32, 1, "samples per batch",
+                 {integer_key("batch_size", 32, 1, kMaxBatchSize, "samples per batch",
                               [](Experiment& e, const OptionValue& v) {
                                 e.data_settings.batch_size = int_of(v);
                               }),
@@ -127,7 +132,7 @@ const std::vector<SectionSpec>& section_specs() {
     s.push_back({"optimizer", PluginKind::optimizer, "train", {}});
 
     s.push_back({"train", std::nullopt, "train",
-                 {integer_key("steps", 100, 1, "measured steps",
+                 {integer_key("steps", 100, 1, kMaxSteps, "measured steps",
                               [](Experiment& e, const OptionValue& v) {
                                 e.train.steps = int_of(v);
                               }),
@@ -137,7 +142,7 @@ const std::vector<SectionSpec>& section_specs() {
                              })}});
 
     s.push_back({"infer", std::nullopt, "infer",
-                 {integer_key("batches", 100, 1, "measured batches",
+                 {integer_key("batches", 100, 1, kMaxSteps, "measured batches",
                               [](Experiment& e, const OptionValue& v) {
                                 e.infer.batches = int_of(v);
                               }),
@@ -155,6 +160,7 @@ const std::vector<SectionSpec>& section_specs() {
                      e.distributed.bucket_mb = std::get<double>(v);
                    }};
     bucket.spec.min = 0.001;
+    bucket.spec.max = 4096.0;
     HostKey collective_timeout{spec_of("timeout", OptionType::number, OptionValue{60.0},
                                        "time limit of rendezvous and of each collective: "
                                        "\"90s\", \"2m\" or seconds"),
@@ -162,8 +168,9 @@ const std::vector<SectionSpec>& section_specs() {
                                  e.distributed.timeout_s = std::get<double>(v);
                                }};
     collective_timeout.role = KeyRole::duration;
+    collective_timeout.spec.max = kMaxCollectiveTimeoutSeconds;
     s.push_back({"distributed", std::nullopt, "train",
-                 {integer_key("world_size", 2, 1, "data-parallel ranks (local processes)",
+                 {integer_key("world_size", 2, 1, kMaxWorldSize, "data-parallel ranks (local processes)",
                               [](Experiment& e, const OptionValue& v) {
                                 e.distributed.world_size = int_of(v);
                               }),
@@ -510,7 +517,8 @@ OptionValue Checker::read(const OptionSpec& spec, const toml::node& node,
                  describe(node), hint);
 }
 
-double Checker::read_duration(const toml::node& node, const std::string& dotted) const {
+double Checker::read_duration(const toml::node& node, const std::string& dotted,
+                              double max_seconds) const {
   std::optional<double> seconds;
   std::string found = describe(node);
   if (const auto* text = node.as_string()) {
@@ -523,19 +531,22 @@ double Checker::read_duration(const toml::node& node, const std::string& dotted)
     seconds = number->get();
     found = render(node);
   }
-  if (seconds && std::isfinite(*seconds) && *seconds > 0) return *seconds;
-  fail(node, "'" + dotted +
-                 "' must be a positive duration like \"90s\", \"30m\" or \"2h\", found " + found);
+  if (seconds && std::isfinite(*seconds) && *seconds > 0 && *seconds <= max_seconds)
+    return *seconds;
+  fail(node, "'" + dotted + "' must be a positive duration like \"90s\", \"30m\" or \"2h\" of at most " +
+                 shortest(max_seconds) + " seconds, found " + found);
 }
 
 std::int64_t Checker::read_warmup(const toml::node& node, const std::string& dotted) const {
   if (const auto* text = node.as_string(); text != nullptr && text->get() == "auto") return -1;
-  if (const auto* integer = node.as_integer(); integer != nullptr && integer->get() >= 0)
+  if (const auto* integer = node.as_integer();
+      integer != nullptr && integer->get() >= 0 && integer->get() <= kMaxSteps)
     return integer->get();
   std::string found = describe(node);
   if (const auto* text = node.as_string()) found = json_quote(text->get());
   if (const auto* integer = node.as_integer()) found = std::to_string(integer->get());
-  fail(node, "'" + dotted + "' must be a step count >= 0 or \"auto\", found " + found);
+  fail(node, "'" + dotted + "' must be a step count between 0 and " + std::to_string(kMaxSteps) +
+                 " or \"auto\", found " + found);
 }
 
 // Integers are accepted where a number is expected: `lr = 1` is a number.
@@ -557,13 +568,19 @@ void Checker::check_range(const OptionSpec& spec, double x, const std::string& f
   const bool low = spec.min && x < *spec.min;
   const bool high = spec.max && x > *spec.max;
   if (!low && !high) return;
+  // Bounds of integer options read as integers: "between 1 and 1000000".
+  const bool integral =
+      spec.type == OptionType::integer || spec.type == OptionType::integer_list;
+  const auto show = [integral](double bound) {
+    return integral ? std::to_string(static_cast<std::int64_t>(bound)) : shortest(bound);
+  };
   std::string bound;
   if (spec.min && spec.max)
-    bound = "between " + shortest(*spec.min) + " and " + shortest(*spec.max);
+    bound = "between " + show(*spec.min) + " and " + show(*spec.max);
   else if (spec.min)
-    bound = ">= " + shortest(*spec.min);
+    bound = ">= " + show(*spec.min);
   else
-    bound = "<= " + shortest(*spec.max);
+    bound = "<= " + show(*spec.max);
   fail(node, "'" + dotted + "' must be " + bound + ", found " + found, hint);
 }
 

@@ -159,7 +159,9 @@ class Checker {
   [[nodiscard]] OptionValue read(const OptionSpec& spec, const toml::node& node,
                                  const std::string& dotted, const std::string& hint) const;
   /// A duration in seconds ([experiment] timeout).
-  [[nodiscard]] double read_duration(const toml::node& node, const std::string& dotted) const;
+  /// A duration in seconds, at most `max_seconds`.
+  [[nodiscard]] double read_duration(const toml::node& node, const std::string& dotted,
+                                     double max_seconds) const;
   /// A warm-up: an integer >= 0, or the string "auto" (returned as -1).
   [[nodiscard]] std::int64_t read_warmup(const toml::node& node, const std::string& dotted) const;
 

@@ -13,9 +13,9 @@
 namespace runner::experiment_detail {
 
 /// Largest experiment file (the root or one it extends), bytes.
-inline constexpr std::size_t kMaxFileBytes = 4 * 1024 * 1024;
+inline constexpr std::size_t kMaxFileBytes = 8 * 1024 * 1024;
 /// Largest total of every file read for one experiment, bytes.
-inline constexpr std::size_t kMaxTotalBytes = 16 * 1024 * 1024;
+inline constexpr std::size_t kMaxTotalBytes = 32 * 1024 * 1024;
 /// Longest chain of `extends` (the root is depth 0).
 inline constexpr std::size_t kMaxExtendsDepth = 32;
 /// Most file reads for one experiment, counting a file each time a path of

@@ -131,7 +131,8 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
   summary.marked_interrupted =
       connection->mark_stale_runs_interrupted() + mark_orphans_interrupted(*connection);
   const auto experiment_id = connection->upsert_experiment(
-      first.name, fs::absolute(first.source_path).lexically_normal().string(), first.source_text);
+      first.name, fs::absolute(first.source->path).lexically_normal().string(),
+      first.source->text);
   std::vector<std::int64_t> trial_ids;
   for (std::size_t t = 0; t < p.trials.size(); ++t)
     trial_ids.push_back(connection->upsert_trial(

@@ -79,10 +79,18 @@ struct SourceFile {
   std::string text;            ///< its full text
 };
 
+/// Where an experiment came from: read once, shared by all its trials (a
+/// sweep of 100,000 trials holds one copy of the text, not 100,000).
+struct ExperimentSource {
+  std::filesystem::path path;               ///< the experiment file as given
+  std::string text;                         ///< its full text (stored with the experiment)
+  std::vector<SourceFile> base_files;       ///< files read through `extends`, in the order read
+  std::vector<std::string> set_overrides;   ///< the --set arguments ("key=value"), as given
+};
+
 /// A fully validated experiment, ready to run.
 struct Experiment {
-  std::filesystem::path source_path;  ///< the experiment file as given
-  std::string source_text;            ///< its full text (stored with the experiment)
+  std::shared_ptr<const ExperimentSource> source;  ///< never null once parsed
 
   std::string name;                   ///< [experiment] name (default: file stem)
   std::string description;            ///< [experiment] description
@@ -102,8 +110,6 @@ struct Experiment {
   std::optional<PluginChoice> comm_hook;    ///< [comm_hook]; "allreduce" when distributed without one
   /// [plugins] path, each entry resolved against the folder of the file that writes it
   std::vector<std::filesystem::path> plugin_paths;
-  std::vector<SourceFile> base_files;       ///< files read through `extends`, in the order read
-  std::vector<std::string> set_overrides;   ///< the --set arguments ("key=value"), as given
 
   /// Canonical JSON of everything that defines the trial (sorted keys, no
   /// whitespace, no source text or path): equal configs give equal strings.
@@ -128,6 +134,17 @@ inline constexpr const char* kDefaultCommHook = "allreduce";
 
 /// Most trials one experiment may expand to.
 inline constexpr std::int64_t kMaxTrials = 100000;
+/// Most runs (trials x repeats) one experiment may plan.
+inline constexpr std::int64_t kMaxRuns = 1000000;
+/// Bounds of numeric keys (docs/experiment.md#limits): every value that
+/// validates must also be able to run.
+inline constexpr std::int64_t kMaxRepeats = 10000;
+inline constexpr std::int64_t kMaxSteps = 1000000;            ///< steps, batches, warm-up
+inline constexpr std::int64_t kMaxBatchSize = 1 << 20;
+inline constexpr std::int64_t kMaxThreads = 1024;
+inline constexpr std::int64_t kMaxWorldSize = 64;
+inline constexpr double kMaxRunTimeoutSeconds = 30.0 * 24 * 3600;        ///< 30 days
+inline constexpr double kMaxCollectiveTimeoutSeconds = 24.0 * 3600;      ///< 1 day
 
 /// Phase 1: reads the file, the files it extends, applies `set_overrides`
 /// ("section.key=value", as given to --set) and checks everything that needs
