@@ -6,6 +6,9 @@ find_package(Threads REQUIRED)
 find_package(SQLite3 REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(tomlplusplus REQUIRED)
+# The experiment layer's TOML library (header-only in the fuzz build, cmake/RunnerFuzz.cmake).
+add_library(runner_toml INTERFACE)
+target_link_libraries(runner_toml INTERFACE tomlplusplus::tomlplusplus)
 find_package(nlohmann_json 3 REQUIRED)   # canonical config JSON, stored documents
 find_package(spdlog REQUIRED)
 find_package(Boost 1.74 REQUIRED)   # Boost.DLL is header-only (with std::filesystem)

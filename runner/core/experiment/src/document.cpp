@@ -133,11 +133,9 @@ Document Loader::load(const fs::path& shown, const std::vector<Frame>& stack,
     if (via == nullptr) throw Error(message, hint);
     throw check_.error(*via, message, hint);
   }
-  if (const auto deep = find_excess_nesting(text))
-    throw Error(SourceLocation{shown.string(), deep->line, deep->column},
-                "nested more than " + std::to_string(kMaxNesting) +
-                    " levels deep (dotted key parts, arrays and inline tables)" + chain_of(stack),
-                "an experiment needs a few levels; this is not one");
+  if (const auto problem = find_text_problem(text))
+    throw Error(SourceLocation{shown.string(), problem->where.line, problem->where.column},
+                problem->message + chain_of(stack), problem->hint);
   const std::string chain = chain_of(stack);
   toml::table root;
   try {
@@ -415,6 +413,8 @@ Leaf parse_set(const std::string& argument, Sources& out) {
   const std::string value = argument.substr(eq + 1);
   // One TOML value, or else (unless it was clearly meant as TOML) a string.
   auto parse = [&](const std::string& toml_value) -> std::optional<toml::table> {
+    // What toml++ cannot take safely is not TOML here either (limits.hpp).
+    if (find_text_problem("v = " + toml_value)) return std::nullopt;
     try {
       toml::table table = toml::parse("v = " + toml_value, shown);
       if (table.size() == 1 && table.contains("v")) return table;
@@ -427,10 +427,14 @@ Leaf parse_set(const std::string& argument, Sources& out) {
     const std::string start = trim(value);
     if (!start.empty() && std::string_view("\"'[{").find(start.front()) != std::string_view::npos) {
       std::string reason = "not one TOML value";
-      try {
-        static_cast<void>(toml::parse("v = " + value, shown));
-      } catch (const toml::parse_error& e) {
-        reason = std::string(e.description());
+      if (const auto problem = find_text_problem("v = " + value)) {
+        reason = problem->message;
+      } else {
+        try {
+          static_cast<void>(toml::parse("v = " + value, shown));
+        } catch (const toml::parse_error& e) {
+          reason = std::string(e.description());
+        }
       }
       throw fail("invalid TOML value: " + reason, kSetHint);
     }

@@ -57,7 +57,7 @@ std::optional<ReadFailure> read_experiment_file(const std::filesystem::path& pat
   return std::nullopt;
 }
 
-std::optional<TextPosition> find_excess_nesting(std::string_view text) {
+std::optional<TextProblem> find_text_problem(std::string_view text) {
   // The depth of a place in the document: the parts of the current [table]
   // header, one level per enclosing array or inline table plus the dotted
   // parts of the key that opened it, and the dotted parts of the key being
@@ -77,6 +77,7 @@ std::optional<TextPosition> find_excess_nesting(std::string_view text) {
 
   const std::size_t n = text.size();
   std::size_t i = 0;
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") i = 3;  // a byte order mark, which toml++ skips
   auto advance = [&](std::size_t count) {
     for (std::size_t k = 0; k < count && i < n; ++k, ++i) {
       if (text[i] == '\n') {
@@ -91,6 +92,12 @@ std::optional<TextPosition> find_excess_nesting(std::string_view text) {
   auto too_deep = [&] {
     return table_levels + enclosing + key_dots + (in_header ? 1 : 0) > kMaxNesting;
   };
+  auto deep = [&] {
+    return TextProblem{pos,
+                       "nested more than " + std::to_string(kMaxNesting) +
+                           " levels deep (dotted key parts, arrays and inline tables)",
+                       "an experiment needs a few levels; this is not one"};
+  };
 
   while (i < n) {
     const char c = text[i];
@@ -99,7 +106,31 @@ std::optional<TextPosition> find_excess_nesting(std::string_view text) {
       const std::string_view triple = basic ? "\"\"\"" : "'''";
       if (starts(triple)) {
         advance(3);
-        while (i < n && !starts(triple)) advance(basic && text[i] == '\\' ? 2 : 1);
+        while (i < n && !starts(triple)) {
+          if (!basic || text[i] != '\\') {
+            advance(1);
+            continue;
+          }
+          // toml++ asks whether the character after a backslash, and the
+          // first one after a line-ending backslash's whitespace, is Unicode
+          // whitespace: undefined behaviour for most non-ASCII characters.
+          advance(1);
+          const auto ascii_space = [&] {
+            return i < n && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n');
+          };
+          if (ascii_space()) {
+            while (ascii_space()) advance(1);
+            if (i < n && (static_cast<unsigned char>(text[i]) & 0x80U) != 0)
+              return TextProblem{pos, "non-ASCII character right after a line-ending backslash",
+                                 "toml++ cannot read this safely; start the continued text with "
+                                 "an ASCII character"};
+            continue;
+          }
+          if (i < n && (static_cast<unsigned char>(text[i]) & 0x80U) != 0)
+            return TextProblem{pos, "invalid escape: a backslash before a non-ASCII character",
+                               "escape a character as \\uXXXX, or drop the backslash"};
+          advance(1);
+        }
         advance(3);
       } else {
         advance(1);
@@ -127,10 +158,13 @@ std::optional<TextPosition> find_excess_nesting(std::string_view text) {
       advance(1);
       continue;
     }
+    if ((static_cast<unsigned char>(c) & 0x80U) != 0)
+      return TextProblem{pos, "non-ASCII character outside a string or comment",
+                         "keys and values other than strings are ASCII; quote the text"};
     if (in_header) {
       if (c == '.') {
         ++key_dots;
-        if (too_deep()) return pos;
+        if (too_deep()) return deep();
       } else if (c == ']') {
         table_levels = key_dots + 1;
         key_dots = 0;
@@ -153,7 +187,7 @@ std::optional<TextPosition> find_excess_nesting(std::string_view text) {
       }
       if (c == '.') {
         ++key_dots;
-        if (too_deep()) return pos;
+        if (too_deep()) return deep();
       } else if (c == '=') {
         in_key = false;
       } else if (c == '}' && !open.empty() && open.back().bracket == '{') {
@@ -171,7 +205,7 @@ std::optional<TextPosition> find_excess_nesting(std::string_view text) {
       open.push_back({c, key_dots + 1});
       enclosing += key_dots + 1;
       key_dots = 0;
-      if (too_deep()) return pos;
+      if (too_deep()) return deep();
       in_key = c == '{';
     } else if ((c == ']' || c == '}') && !open.empty()) {
       enclosing -= open.back().levels;

@@ -45,9 +45,20 @@ struct TextPosition {
   int column = 1;
 };
 
-/// The first place where `text` (TOML) nests deeper than kMaxNesting, if any.
-/// A lexical scan (strings and comments skipped), linear in the text and
-/// conservative: it never under-counts what the parser will build.
-[[nodiscard]] std::optional<TextPosition> find_excess_nesting(std::string_view text);
+/// What a scan of the raw text refuses before the parser sees it.
+struct TextProblem {
+  TextPosition where;
+  std::string message;
+  std::string hint;
+};
+
+/// The first place where `text` (TOML) would lead toml++ past its limits:
+/// nesting deeper than kMaxNesting (the parser recurses once per level), or
+/// a non-ASCII character outside strings and comments (never valid TOML 1.0;
+/// toml++ 3.3's check of such a character for Unicode whitespace reaches an
+/// unreachable branch, undefined behaviour, for most code points). A lexical
+/// scan, linear in the text, that skips strings and comments and never
+/// under-counts what the parser will build.
+[[nodiscard]] std::optional<TextProblem> find_text_problem(std::string_view text);
 
 }  // namespace runner::experiment_detail
