@@ -205,10 +205,10 @@ RunOutcome run_and_record(store::Store& db, std::int64_t run_id, const Trial& tr
 void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
                        double timeout_s) {
   const auto run = db.get_run(run_id);
-  if (run && run->row.stored_status != store::kStatusRunning) return;  // it recorded its verdict
+  if (run && run->row.stored_status != store::RunStatus::running) return;  // it recorded its verdict
   switch (exit.kind) {
     case ChildExit::Kind::timed_out:
-      db.finish_run(run_id, store::kStatusTimeout,
+      db.finish_run(run_id, store::RunStatus::timeout,
                     "exceeded the timeout of " + format_duration(timeout_s) + " and was killed",
                     {}, {});
       break;
@@ -216,13 +216,13 @@ void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& e
       db.mark_interrupted(run_id, "killed by a second interrupt");
       break;
     case ChildExit::Kind::signaled:
-      db.finish_run(run_id, store::kStatusCrashed,
+      db.finish_run(run_id, store::RunStatus::crashed,
                     describe_signal(exit.signal) +
                         (exit.signal == SIGKILL ? "; out of memory (OOM killer)?" : ""),
                     {}, {}, exit.signal);
       break;
     case ChildExit::Kind::exited:
-      db.finish_run(run_id, store::kStatusFailed,
+      db.finish_run(run_id, store::RunStatus::failed,
                     "the run process exited with code " + std::to_string(exit.exit_code) +
                         " before recording a result",
                     {}, {});
@@ -340,11 +340,11 @@ int run_experiment(const fs::path& file, const Global& global, const RunFlags& f
   }
   spdlog::info("experiment '{}' ({}): {} trial(s) x {} repetition(s); {} to run, {} already done; "
                "database {}",
-               first.name, first.kind, p.trials.size(), repeats, todo.size(), skipped,
+               first.name, to_string(first.kind), p.trials.size(), repeats, todo.size(), skipped,
                global.db.string());
 
   Interrupts::install();
-  const bool train = first.kind == "train";
+  const bool train = first.kind == RunKind::train;
   Table table(train ? std::vector<std::string>{"run", "trial", "repeat", "status", "step p50",
                                                "step p90", "samples/s", "loss final"}
                     : std::vector<std::string>{"run", "trial", "repeat", "status", "latency p50",
@@ -388,7 +388,7 @@ int run_experiment(const fs::path& file, const Global& global, const RunFlags& f
             store::Store child_db = store::Store::open(global.db);
             const RunOutcome outcome = run_and_record(child_db, run_id, trial, *p.host, global,
                                                       &child_stop_flag(), prefix, origin);
-            return outcome.status == store::kStatusFinished ? 0 : 3;
+            return outcome.status == store::RunStatus::finished ? 0 : 3;
           },
           options);
       connection.emplace(store::Store::open(global.db));
@@ -400,10 +400,10 @@ int run_experiment(const fs::path& file, const Global& global, const RunFlags& f
     ++done;
 
     const auto detail = connection->get_run(run_id);
-    const std::string status = detail ? detail->row.status : "?";
-    if (status == store::kStatusFinished) {
+    const std::string status = detail ? to_string(detail->row.status) : "?";
+    if (detail && detail->row.status == store::RunStatus::finished) {
       consecutive = 0;
-    } else if (status != store::kStatusInterrupted) {
+    } else if (!detail || detail->row.status != store::RunStatus::interrupted) {
       ++failures;
       ++consecutive;
       spdlog::error("run {} ({}, repeat {}) {}: {}", run_id, trial_name(trial), r.repeat, status,

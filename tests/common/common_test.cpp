@@ -3,11 +3,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "runner/common/error.hpp"
 #include "runner/common/json.hpp"
+#include "runner/common/run_kind.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
 #include "support/expect_throw_msg.hpp"
@@ -116,6 +118,19 @@ TEST(JsonQuote, EscapesPerRfc8259) {
   EXPECT_EQ(json_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
   EXPECT_EQ(json_quote("\n\t\x01"), "\"\\n\\t\\u0001\"");
   EXPECT_EQ(json_quote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");  // UTF-8 passes through
+}
+
+TEST(RunKind, ParsesWhatToStringPrintsAndRejectsEverythingElse) {
+  for (const RunKind kind : kRunKinds) EXPECT_EQ(parse_run_kind(to_string(kind)), kind);
+  EXPECT_STREQ(to_string(RunKind::train), "train");
+  EXPECT_STREQ(to_string(RunKind::infer), "infer");
+  std::ostringstream out;
+  out << RunKind::infer;
+  EXPECT_EQ(out.str(), "infer");
+  EXPECT_THROW_MSG(static_cast<void>(parse_run_kind("Train")), Error,
+                   "unknown run kind 'Train' (expected train or infer)");
+  EXPECT_THROW_MSG(static_cast<void>(parse_run_kind("")), Error,
+                   "unknown run kind '' (expected train or infer)");
 }
 
 }  // namespace

@@ -280,15 +280,16 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
   // [experiment] first: its kind decides which other sections are allowed.
   for (const Section& section : sections)
     if (section.name == "experiment") read_section(section, config);
-  const std::string& kind = config.experiment.kind;
+  const RunKind kind = config.experiment.kind;
   for (const Section& section : sections) {
     const SectionSpec& spec = *find_section(section.name);
-    if (!spec.only_kind.empty() && spec.only_kind != kind)
+    if (spec.only_kind && *spec.only_kind != kind)
       throw check_.error(section.key_src, *section.node,
-                         "section [" + spec.name + "] is only used by " + spec.only_kind +
-                             " experiments",
-                         "this experiment has kind = \"" + kind + "\"; remove [" + spec.name +
-                             "] or set kind = \"" + spec.only_kind + "\" in [experiment]");
+                         "section [" + spec.name + "] is only used by " +
+                             to_string(*spec.only_kind) + " experiments",
+                         std::string("this experiment has kind = \"") + to_string(kind) +
+                             "\"; remove [" + spec.name + "] or set kind = \"" +
+                             to_string(*spec.only_kind) + "\" in [experiment]");
   }
   for (const Section& section : sections)
     if (section.name != "experiment") read_section(section, config);
@@ -399,7 +400,7 @@ void ParsedExperiment::check_required_sections(const HostConfig& config) const {
                        "a communication hook reduces gradients across ranks: add [distributed] "
                        "with world_size = N, or remove [comm_hook]");
   if (config.distributed != nullptr) check_backend(config);
-  if (config.experiment.kind != "train") return;
+  if (config.experiment.kind != RunKind::train) return;
   if (!config.data)
     throw Error(check_.nowhere(), "train experiments need a [data] section",
                 "add [data] with a loader plugin (e.g. plugin = \"synthetic\"), "
@@ -554,7 +555,7 @@ std::vector<Trial> ParsedExperiment::expand(const PluginCatalog& catalog) const 
 
 std::string Experiment::resolved_json() const {
   JsonObject root;
-  root.add("kind", json_quote(kind));
+  root.add("kind", json_quote(to_string(kind)));
   root.add("seed", std::to_string(seed));
   root.add("device", JsonObject()
                          .add("type", json_quote(device.type))
@@ -578,13 +579,13 @@ std::string Experiment::resolved_json() const {
                                 .add("bucket_mb", json_number(distributed.bucket_mb))
                                 .str());
   if (comm_hook) root.add("comm_hook", json_of(*comm_hook).str());
-  if (kind == "train")
+  if (kind == RunKind::train)
     root.add("train", JsonObject()
                           .add("steps", std::to_string(train.steps))
                           .add("warmup", train.warmup < 0 ? std::string("\"auto\"")
                                                           : std::to_string(train.warmup))
                           .str());
-  else if (kind == "infer")
+  else if (kind == RunKind::infer)
     root.add("infer", JsonObject()
                           .add("batches", std::to_string(infer.batches))
                           .add("warmup", infer.warmup < 0 ? std::string("\"auto\"")

@@ -80,14 +80,16 @@ const std::vector<SectionSpec>& section_specs() {
                       e.timeout_s = std::get<double>(v);
                     }};
     timeout.role = KeyRole::duration;
-    s.push_back({"experiment", std::nullopt, "",
+    s.push_back({"experiment", std::nullopt, std::nullopt,
                  {fixed(name),
                   fixed(string_key("description", "", {}, "free text",
                                    [](Experiment& e, const OptionValue& v) {
                                      e.description = str(v);
                                    })),
                   fixed(string_key("kind", "train", {"train", "infer"}, "what the experiment runs",
-                                   [](Experiment& e, const OptionValue& v) { e.kind = str(v); })),
+                                   [](Experiment& e, const OptionValue& v) {
+                                     e.kind = parse_run_kind(str(v));
+                                   })),
                   integer_key("seed", 0, 0, "global seed",
                               [](Experiment& e, const OptionValue& v) { e.seed = int_of(v); }),
                   fixed(integer_key("repeats", 1, 1, "independent repetitions of every trial",
@@ -96,7 +98,7 @@ const std::vector<SectionSpec>& section_specs() {
                                     })),
                   fixed(timeout)}});
 
-    s.push_back({"device", std::nullopt, "",
+    s.push_back({"device", std::nullopt, std::nullopt,
                  {string_key("type", "cpu", {"cpu", "cuda", "auto"}, "where to run",
                              [](Experiment& e, const OptionValue& v) { e.device.type = str(v); }),
                   integer_key("threads", 0, 0, "intra-op threads; 0 = LibTorch default",
@@ -108,9 +110,9 @@ const std::vector<SectionSpec>& section_specs() {
                                 e.device.interop_threads = int_of(v);
                               })}});
 
-    s.push_back({"model", PluginKind::model, "", {}});
+    s.push_back({"model", PluginKind::model, std::nullopt, {}});
 
-    s.push_back({"data", PluginKind::loader, "",
+    s.push_back({"data", PluginKind::loader, std::nullopt,
                  {integer_key("batch_size", 32, 1, "samples per batch",
                               [](Experiment& e, const OptionValue& v) {
                                 e.data_settings.batch_size = int_of(v);
@@ -124,9 +126,9 @@ const std::vector<SectionSpec>& section_specs() {
                                 e.data_settings.drop_last = bool_of(v);
                               })}});
 
-    s.push_back({"optimizer", PluginKind::optimizer, "train", {}});
+    s.push_back({"optimizer", PluginKind::optimizer, RunKind::train, {}});
 
-    s.push_back({"train", std::nullopt, "train",
+    s.push_back({"train", std::nullopt, RunKind::train,
                  {integer_key("steps", 100, 1, "measured steps",
                               [](Experiment& e, const OptionValue& v) {
                                 e.train.steps = int_of(v);
@@ -136,7 +138,7 @@ const std::vector<SectionSpec>& section_specs() {
                                e.train.warmup = int_of(v);
                              })}});
 
-    s.push_back({"infer", std::nullopt, "infer",
+    s.push_back({"infer", std::nullopt, RunKind::infer,
                  {integer_key("batches", 100, 1, "measured batches",
                               [](Experiment& e, const OptionValue& v) {
                                 e.infer.batches = int_of(v);
@@ -162,7 +164,7 @@ const std::vector<SectionSpec>& section_specs() {
                                  e.distributed.timeout_s = std::get<double>(v);
                                }};
     collective_timeout.role = KeyRole::duration;
-    s.push_back({"distributed", std::nullopt, "train",
+    s.push_back({"distributed", std::nullopt, RunKind::train,
                  {integer_key("world_size", 2, 1, "data-parallel ranks (local processes)",
                               [](Experiment& e, const OptionValue& v) {
                                 e.distributed.world_size = int_of(v);
@@ -174,13 +176,13 @@ const std::vector<SectionSpec>& section_specs() {
                              }),
                   bucket, fixed(collective_timeout)}});
 
-    s.push_back({"comm_hook", PluginKind::comm_hook, "train", {}});
+    s.push_back({"comm_hook", PluginKind::comm_hook, RunKind::train, {}});
 
     HostKey path{spec_of("path", OptionType::string, std::nullopt,
                          "plugin libraries or folders, relative to this file")};
     path.role = KeyRole::path_list;
     path.non_empty = true;
-    s.push_back({"plugins", std::nullopt, "", {fixed(path)}});
+    s.push_back({"plugins", std::nullopt, std::nullopt, {fixed(path)}});
     return s;
   }();
   return specs;
