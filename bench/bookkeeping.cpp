@@ -19,6 +19,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -190,24 +191,25 @@ double bare_quickstart_step_ns(const Settings& s) {
   return status == 0 ? median_ns : 0;
 }
 
-// After the run: the five summaries (wall and four phases) the engine computes.
+// After the run: the summaries the engine computes (wall, and each phase that
+// was timed: the four the loop marks).
 double time_summaries(const std::vector<runner::store::Sample>& samples) {
   const auto start = Clock::now();
-  std::vector<double> wall, data, forward, backward, optimizer;
+  std::vector<double> wall;
+  std::array<std::vector<double>, runner::store::kPhaseCount> phases;
   for (const auto& x : samples) {
     if (x.warmup) continue;
     wall.push_back(x.wall_ns);
-    data.push_back(x.data_ns);
-    forward.push_back(x.forward_ns);
-    backward.push_back(x.backward_ns);
-    optimizer.push_back(x.optimizer_ns);
+    for (std::size_t p = 0; p < runner::store::kPhaseCount; ++p)
+      if (x.phase_ns[p] >= 0) phases[p].push_back(x.phase_ns[p]);
   }
   std::vector<runner::store::Summary> out;
   out.push_back(runner::store::summarize("step_time", "ns", std::move(wall)));
-  out.push_back(runner::store::summarize("data", "ns", std::move(data)));
-  out.push_back(runner::store::summarize("forward", "ns", std::move(forward)));
-  out.push_back(runner::store::summarize("backward", "ns", std::move(backward)));
-  out.push_back(runner::store::summarize("optimizer", "ns", std::move(optimizer)));
+  for (const auto& phase : runner::store::kPhases) {
+    auto& values = phases[runner::store::phase_index(phase.phase)];
+    if (!values.empty())
+      out.push_back(runner::store::summarize(phase.name, "ns", std::move(values)));
+  }
   const double ns = ns_since(start);
   if (out.front().n == 0) std::exit(1);
   return ns / static_cast<double>(samples.size());
@@ -230,7 +232,7 @@ std::vector<double> time_store_writes(const std::vector<runner::store::Sample>& 
       run.trial_id = trial;
       run.fingerprint_id = fingerprint;
       run.repeat_index = r;
-      run.kind = "train";
+      run.kind = runner::RunKind::train;
       const auto run_id = db.begin_run(run);
       const auto start = Clock::now();
       db.add_samples(run_id, samples);

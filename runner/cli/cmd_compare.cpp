@@ -33,7 +33,7 @@ void add_finished(const store::Store& db, std::int64_t run_id, Side& side) {
   auto run = db.get_run(run_id);
   if (!run) throw Error("run " + std::to_string(run_id) + " is not in the database",
                         "run 'runner runs' to list the recorded runs");
-  if (run->row.status == store::kStatusFinished) side.runs.push_back(std::move(*run));
+  if (run->row.status == store::RunStatus::finished) side.runs.push_back(std::move(*run));
 }
 
 void add_trial(const store::Store& db, std::int64_t trial_id, Side& side) {
@@ -217,11 +217,11 @@ int handle_compare(const Args& args, const Global& global) {
   const auto [count_b, fp_b] = fingerprint_of(b);
   const store::FingerprintDiff diff = store::diff_fingerprints(fp_a, fp_b);
 
-  const bool train = a.runs.front().row.kind == "train";
+  const bool train = a.runs.front().row.kind == RunKind::train;
   const std::string headline = train ? "step_time" : "latency";
   std::vector<std::pair<std::string, Direction>> metrics = {{headline, Direction::lower_is_better}};
-  for (const char* phase : {"data", "h2d", "forward", "backward", "optimizer", "comm"})
-    metrics.push_back({phase, Direction::lower_is_better});
+  for (const store::PhaseInfo& phase : store::kPhases)
+    metrics.push_back({phase.name, Direction::lower_is_better});
   metrics.push_back({"samples_per_s", Direction::higher_is_better});
   metrics.push_back({"tokens_per_s", Direction::higher_is_better});
   std::vector<Row> rows;

@@ -103,7 +103,7 @@ double find_metric(const std::vector<store::Metric>& all, const std::string& nam
 class PrintingObserver final : public RunObserver {
  public:
   PrintingObserver(const PreparedExperiment& p, const Global& global)
-      : p_(p), global_(global), train_(p.first().kind == "train"),
+      : p_(p), global_(global), train_(p.first().kind == RunKind::train),
         terminal_(::isatty(STDERR_FILENO) == 1),
         table_(train_ ? std::vector<std::string>{"run", "trial", "repeat", "status", "step p50",
                                                  "step p90", "samples/s", "loss final"}
@@ -117,7 +117,8 @@ class PrintingObserver final : public RunObserver {
     const Experiment& first = p_.first();
     spdlog::info("experiment '{}' ({}): {} trial(s) x {} repetition(s); {} to run, {} already "
                  "done; database {}",
-                 first.name, first.kind, plan.trials, plan.repeats, plan.to_run, plan.skipped,
+                 first.name, to_string(first.kind), plan.trials, plan.repeats, plan.to_run,
+                 plan.skipped,
                  global_.db.string());
   }
 
@@ -144,8 +145,9 @@ class PrintingObserver final : public RunObserver {
     if (terminal_) std::cerr << "\r\033[K" << std::flush;
     const store::RunDetail& detail = run.detail;
     const Trial& trial = *run.started.trial;
-    const std::string& status = detail.row.status;
-    if (status != store::kStatusFinished && status != store::kStatusInterrupted)
+    const std::string status = to_string(detail.row.status);
+    if (detail.row.status != store::RunStatus::finished &&
+        detail.row.status != store::RunStatus::interrupted)
       spdlog::error("run {} ({}, repeat {}) {}: {}", run.started.run_id, trial_name(trial),
                     run.started.repeat, status, detail.error);
     const store::Summary* wall = find_summary(detail.summaries, train_ ? "step_time" : "latency");
@@ -184,7 +186,7 @@ class PrintingObserver final : public RunObserver {
         break;
     }
     const Experiment& first = p_.first();
-    std::cout << "\n" << first.name << " (" << first.kind << ", " << p_.trials.size()
+    std::cout << "\n" << first.name << " (" << to_string(first.kind) << ", " << p_.trials.size()
               << " trial(s), " << result.done << " run(s) now, " << result.skipped
               << " skipped as done)\n";
     if (!table_.empty()) table_.print(std::cout);

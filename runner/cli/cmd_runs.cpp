@@ -18,8 +18,8 @@ int handle_runs(const Args& args, const Global& global) {
   Table table({"run", "experiment", "trial", "repeat", "kind", "status", "started", "p50"});
   for (const auto& r : db.list_runs(limit))
     table.add({std::to_string(r.id), r.experiment, std::to_string(r.trial_id),
-               std::to_string(r.repeat_index), r.kind, r.status, r.started_at,
-               r.headline ? format_ns(*r.headline) : "-"});
+               std::to_string(r.repeat_index), to_string(r.kind), to_string(r.status),
+               r.started_at, r.headline ? format_ns(*r.headline) : "-"});
   if (table.empty()) {
     std::cout << "no runs in " << global.db.string() << "\n";
     return kExitOk;

@@ -37,10 +37,10 @@ class MergeCliTest : public runner::test::CliTestBase {
         start.trial_id = trial;
         start.fingerprint_id = fp;
         start.repeat_index = repeat;
-        start.kind = "train";
+        start.kind = runner::RunKind::train;
         const auto run = store.begin_run(start);
         store.add_samples(run, {Sample{0, true, 10}, Sample{1, false, 9}, Sample{2, false, 8}});
-        store.finish_run(run, "finished", "", {}, {{"samples_per_s", 1, "1/s"}});
+        store.finish_run(run, runner::store::RunStatus::finished, "", {}, {{"samples_per_s", 1, "1/s"}});
       }
     }
   }

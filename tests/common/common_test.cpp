@@ -6,11 +6,13 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "runner/common/error.hpp"
 #include "runner/common/json.hpp"
+#include "runner/common/run_kind.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
 #include "support/expect_throw_msg.hpp"
@@ -240,6 +242,19 @@ TEST(ParseJsonObject, ReadsAFlatObjectOfStrings) {
                    "malformed JSON: expected an object of strings, found array");
   EXPECT_THROW_MSG(static_cast<void>(parse_json_object("{\"a\":\"1\",\"b\":2}")), Error,
                    "malformed JSON: member \"b\" is number, not a string");
+}
+
+TEST(RunKind, ParsesWhatToStringPrintsAndRejectsEverythingElse) {
+  for (const RunKind kind : kRunKinds) EXPECT_EQ(parse_run_kind(to_string(kind)), kind);
+  EXPECT_STREQ(to_string(RunKind::train), "train");
+  EXPECT_STREQ(to_string(RunKind::infer), "infer");
+  std::ostringstream out;
+  out << RunKind::infer;
+  EXPECT_EQ(out.str(), "infer");
+  EXPECT_THROW_MSG(static_cast<void>(parse_run_kind("Train")), Error,
+                   "unknown run kind 'Train' (expected train or infer)");
+  EXPECT_THROW_MSG(static_cast<void>(parse_run_kind("")), Error,
+                   "unknown run kind '' (expected train or infer)");
 }
 
 }  // namespace

@@ -12,6 +12,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using runner::store::Phase;
+
 const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
 const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
 
@@ -26,7 +28,7 @@ runner::Options synthetic_options(std::int64_t size) {
 runner::Experiment mlp_experiment() {
   runner::Experiment e;
   e.name = "engine-test";
-  e.kind = "train";
+  e.kind = runner::RunKind::train;
   e.seed = 7;
   e.model = {"mlp",
              runner::Options({{"hidden", std::vector<std::int64_t>{32}},
@@ -75,19 +77,21 @@ const runner::store::Summary* summary(const runner::RunOutcome& o, const std::st
 TEST_F(EngineTest, TrainRecordsEveryStepWithPhasesAndTheLossGoesDown) {
   const runner::Experiment e = mlp_experiment();
   const runner::RunOutcome out = run(e);
-  ASSERT_EQ(out.status, "finished") << out.error;
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
   ASSERT_EQ(out.samples.size(), 65u);
   for (std::size_t i = 0; i < out.samples.size(); ++i) {
     const auto& s = out.samples[i];
     EXPECT_EQ(s.step, static_cast<std::int64_t>(i));
     EXPECT_EQ(s.warmup, i < 5);
     EXPECT_GT(s.wall_ns, 0);
-    EXPECT_GE(s.data_ns, 0);
-    EXPECT_GT(s.forward_ns, 0);
-    EXPECT_GT(s.backward_ns, 0);
-    EXPECT_GT(s.optimizer_ns, 0);
+    EXPECT_GE(s.phase(Phase::data), 0);
+    EXPECT_GT(s.phase(Phase::forward), 0);
+    EXPECT_GT(s.phase(Phase::backward), 0);
+    EXPECT_GT(s.phase(Phase::optimizer), 0);
     // Phases are consecutive intervals inside the step.
-    EXPECT_LE(s.data_ns + s.forward_ns + s.backward_ns + s.optimizer_ns, s.wall_ns * 1.0001);
+    EXPECT_LE(s.phase(Phase::data) + s.phase(Phase::forward) + s.phase(Phase::backward) +
+                  s.phase(Phase::optimizer),
+              s.wall_ns * 1.0001);
     EXPECT_TRUE(std::isfinite(s.loss));
   }
   EXPECT_LT(metric(out, "loss_final"), 0.6 * metric(out, "loss_initial"));
@@ -120,17 +124,17 @@ TEST_F(EngineTest, SameSeedGivesTheSameLossCurve) {
 
 TEST_F(EngineTest, InferMeasuresLatencyWithoutBackwardOrOptimizer) {
   runner::Experiment e = mlp_experiment();
-  e.kind = "infer";
+  e.kind = runner::RunKind::infer;
   e.optimizer.reset();
   e.infer.batches = 40;
   e.infer.warmup = 3;
   for (const std::string mode : {"inference", "no_grad"}) {
     e.infer.mode = mode;
     const auto out = run(e);
-    ASSERT_EQ(out.status, "finished") << out.error;
+    ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
     ASSERT_EQ(out.samples.size(), 43u);
-    EXPECT_LT(out.samples[0].backward_ns, 0);
-    EXPECT_LT(out.samples[0].optimizer_ns, 0);
+    EXPECT_LT(out.samples[0].phase(Phase::backward), 0);
+    EXPECT_LT(out.samples[0].phase(Phase::optimizer), 0);
     EXPECT_TRUE(std::isnan(out.samples[0].loss));
     const auto* latency = summary(out, "latency");
     ASSERT_NE(latency, nullptr);
@@ -142,7 +146,7 @@ TEST_F(EngineTest, InferMeasuresLatencyWithoutBackwardOrOptimizer) {
 
 TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
   runner::Experiment e;
-  e.kind = "infer";
+  e.kind = runner::RunKind::infer;
   e.model = {"tiny_linear",
              runner::Options({{"throw_at_step", std::int64_t{-1}},
                               {"nan_at_step", std::int64_t{-1}},
@@ -156,7 +160,7 @@ TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
   e.infer.batches = 10;
   e.infer.warmup = 0;
   const auto out = run(e);
-  ASSERT_EQ(out.status, "finished") << out.error;
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
   EXPECT_EQ(out.samples.size(), 10u);
   EXPECT_DOUBLE_EQ(metric(out, "measured_steps"), 10);
 }
@@ -181,14 +185,14 @@ runner::Experiment tiny_experiment(std::int64_t throw_at, std::int64_t nan_at) {
 
 TEST_F(EngineTest, AThrowingPluginFailsTheRunAndKeepsWhatWasMeasured) {
   const auto out = run(tiny_experiment(6, -1));
-  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.status, runner::store::RunStatus::failed);
   EXPECT_EQ(out.error, "tiny_linear: forward failed on purpose");
   EXPECT_EQ(out.samples.size(), 6u);
 }
 
 TEST_F(EngineTest, ANonFiniteLossMarksTheRunDiverged) {
   const auto out = run(tiny_experiment(-1, 4));
-  EXPECT_EQ(out.status, "diverged");
+  EXPECT_EQ(out.status, runner::store::RunStatus::diverged);
   EXPECT_EQ(out.error, "loss is nan at step 4");
   ASSERT_EQ(out.samples.size(), 5u);
   EXPECT_TRUE(std::isnan(out.samples.back().loss));
@@ -198,7 +202,7 @@ TEST_F(EngineTest, TooFewSamplesForOneBatchIsAReadableFailure) {
   runner::Experiment e = tiny_experiment(-1, -1);
   e.data = runner::PluginChoice{"tiny_data", runner::Options({{"size", std::int64_t{4}}}), {}};
   const auto out = run(e);
-  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.status, runner::store::RunStatus::failed);
   EXPECT_EQ(out.error,
             "the data set has 4 samples, fewer than one batch (8) with drop_last = true");
 }
@@ -211,7 +215,7 @@ TEST_F(EngineTest, AStopRequestEndsTheRunInterruptedBetweenSteps) {
   request.host = &host_;
   request.stop = &stop;
   const auto out = runner::execute_run(request);
-  EXPECT_EQ(out.status, "interrupted");
+  EXPECT_EQ(out.status, runner::store::RunStatus::interrupted);
   EXPECT_EQ(out.error, "interrupted before step 0");
   EXPECT_TRUE(out.samples.empty());
 }
@@ -239,11 +243,13 @@ runner::Experiment with(runner::Experiment e, const std::string& key, std::int64
 TEST_F(EngineTest, ADistributedRunTimesTheGradientReductionAsTheCommPhase) {
   const runner::Experiment e = distributed(mlp_experiment(), 2);
   const auto out = run(e);
-  ASSERT_EQ(out.status, "finished") << out.error;
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
   ASSERT_EQ(out.samples.size(), 65u);
   for (const auto& s : out.samples) {
-    EXPECT_GT(s.comm_ns, 0) << "step " << s.step;
-    EXPECT_GE(s.wall_ns, s.data_ns + s.forward_ns + s.backward_ns + s.comm_ns + s.optimizer_ns);
+    EXPECT_GT(s.phase(Phase::comm), 0) << "step " << s.step;
+    EXPECT_GE(s.wall_ns, s.phase(Phase::data) + s.phase(Phase::forward) +
+                             s.phase(Phase::backward) + s.phase(Phase::comm) +
+                             s.phase(Phase::optimizer));
   }
   const auto* comm = summary(out, "comm");
   ASSERT_NE(comm, nullptr);
@@ -265,13 +271,13 @@ TEST_F(EngineTest, ACompressedHookSendsHalfTheBytesOfAllreduce) {
   e.comm_hook->options = runner::Options({{"dtype", std::string("fp16")}});
   e.train.steps = 10;
   const auto out = run(e);
-  ASSERT_EQ(out.status, "finished") << out.error;
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
   EXPECT_EQ(metric(out, "comm_bytes_per_step"), metric(out, "parameters") * 2);
 }
 
 TEST_F(EngineTest, AGroupOfOneStillRunsTheHook) {
   const auto out = run(distributed(tiny_experiment(-1, -1), 1));
-  ASSERT_EQ(out.status, "finished") << out.error;
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
   EXPECT_EQ(metric(out, "world_size"), 1);
   EXPECT_EQ(metric(out, "comm_bytes_per_step"), 0);
   ASSERT_NE(summary(out, "comm"), nullptr);
@@ -279,7 +285,7 @@ TEST_F(EngineTest, AGroupOfOneStillRunsTheHook) {
 
 TEST_F(EngineTest, AnotherRanksExceptionFailsTheRunNamingThatRank) {
   const auto out = run(distributed(with(tiny_experiment(5, -1), "fail_rank", 1), 2));
-  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.status, runner::store::RunStatus::failed);
   const std::string expected = "rank 1: tiny_linear: forward failed on purpose (rank 0: ";
   EXPECT_EQ(out.error.substr(0, expected.size()), expected) << out.error;
 }
@@ -287,21 +293,21 @@ TEST_F(EngineTest, AnotherRanksExceptionFailsTheRunNamingThatRank) {
 TEST_F(EngineTest, AnotherRanksCrashFailsTheRunNamingThatRankAndSignal) {
   auto e = with(with(tiny_experiment(-1, -1), "crash_at_step", 5), "fail_rank", 1);
   const auto out = run(distributed(e, 2));
-  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.status, runner::store::RunStatus::failed);
   const std::string expected = "rank 1 was killed by signal 11 (Segmentation fault) (rank 0: ";
   EXPECT_EQ(out.error.substr(0, expected.size()), expected) << out.error;
 }
 
 TEST_F(EngineTest, RankZerosOwnFailureIsReportedAsItself) {
   const auto out = run(distributed(with(tiny_experiment(5, -1), "fail_rank", 0), 2));
-  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.status, runner::store::RunStatus::failed);
   EXPECT_EQ(out.error, "tiny_linear: forward failed on purpose");
   EXPECT_EQ(out.samples.size(), 5u);
 }
 
 TEST_F(EngineTest, AHookReturningTheWrongSizeFailsTheRun) {
   const auto out = run(distributed(tiny_experiment(-1, -1), 1, "truncating"));
-  EXPECT_EQ(out.status, "failed");
+  EXPECT_EQ(out.status, runner::store::RunStatus::failed);
   EXPECT_EQ(out.error, "the comm hook returned a tensor of 5 elements for bucket 0 of 10 elements");
 }
 

@@ -64,7 +64,7 @@ TEST_F(ExperimentTest, HappyPathReadsEveryKeyAndFillsDefaults) {
   EXPECT_EQ(e.source->text, text);
   EXPECT_EQ(e.name, "amp");
   EXPECT_EQ(e.description, "fp32 baseline");
-  EXPECT_EQ(e.kind, "train");
+  EXPECT_EQ(e.kind, RunKind::train);
   EXPECT_EQ(e.seed, 7);
   EXPECT_EQ(e.repeats, 3);
   EXPECT_EQ(e.device.type, "auto");
@@ -103,7 +103,7 @@ TEST_F(ExperimentTest, MinimalTrainExperimentGetsDocumentedDefaults) {
   const Experiment e = load(kMinimal, "quick-start.toml");
   EXPECT_EQ(e.name, "quick-start");  // the file stem
   EXPECT_EQ(e.description, "");
-  EXPECT_EQ(e.kind, "train");
+  EXPECT_EQ(e.kind, RunKind::train);
   EXPECT_EQ(e.seed, 0);
   EXPECT_EQ(e.repeats, 1);
   EXPECT_EQ(e.device.type, "cpu");
@@ -121,7 +121,7 @@ TEST_F(ExperimentTest, InferExperimentNeedsNeitherDataNorOptimizer) {
   const Experiment e = load(
       "[experiment]\nkind = \"infer\"\n" + kModel +
       "[infer]\nbatches = 5\nwarmup = 1\nmode = \"no_grad\"\n");
-  EXPECT_EQ(e.kind, "infer");
+  EXPECT_EQ(e.kind, RunKind::infer);
   EXPECT_FALSE(e.data.has_value());
   EXPECT_FALSE(e.optimizer.has_value());
   EXPECT_EQ(e.infer.batches, 5);

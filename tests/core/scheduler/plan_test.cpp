@@ -71,7 +71,8 @@ TEST(Plan, ShardSyntax) {
                    "--shard must be K/N with 1 <= K <= N, found '2'");
 }
 
-runner::store::TrialRun run(std::int64_t id, std::int64_t repeat, const std::string& status) {
+runner::store::TrialRun run(std::int64_t id, std::int64_t repeat,
+                            runner::store::RunStatus status) {
   runner::store::TrialRun r;
   r.run_id = id;
   r.repeat_index = repeat;
@@ -82,8 +83,10 @@ runner::store::TrialRun run(std::int64_t id, std::int64_t repeat, const std::str
 
 TEST(Plan, ResumeSkipsFinishedAndFailedRunsButRerunsInterruptedOnes) {
   using runner::ResumePolicy;
+  using runner::store::RunStatus;
   const std::vector<runner::store::TrialRun> existing = {
-      run(1, 0, "finished"), run(2, 1, "crashed"), run(3, 2, "interrupted")};
+      run(1, 0, RunStatus::finished), run(2, 1, RunStatus::crashed),
+      run(3, 2, RunStatus::interrupted)};
   EXPECT_EQ(runner::skip_reason(existing, 0, ResumePolicy::missing), "finished as run 1");
   EXPECT_EQ(runner::skip_reason(existing, 1, ResumePolicy::missing),
             "crashed as run 2 (--rerun-failed reruns it)");
@@ -93,7 +96,7 @@ TEST(Plan, ResumeSkipsFinishedAndFailedRunsButRerunsInterruptedOnes) {
   EXPECT_EQ(runner::skip_reason(existing, 1, ResumePolicy::rerun_failed), "");
   EXPECT_EQ(runner::skip_reason(existing, 0, ResumePolicy::force), "");
   // A rerun that finished after an earlier failure counts as finished.
-  EXPECT_EQ(runner::skip_reason({run(4, 0, "failed"), run(5, 0, "finished")}, 0,
+  EXPECT_EQ(runner::skip_reason({run(4, 0, RunStatus::failed), run(5, 0, RunStatus::finished)}, 0,
                                 ResumePolicy::missing),
             "finished as run 5");
 }

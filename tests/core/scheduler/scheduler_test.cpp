@@ -37,12 +37,13 @@ std::string experiment_text(int repeats, const std::string& extra = "") {
 }
 
 // What the body does for a run, by (trial index, repeat); finished otherwise.
-using Script = std::map<std::pair<std::size_t, std::int64_t>, std::string>;
+using Script = std::map<std::pair<std::size_t, std::int64_t>, runner::store::RunStatus>;
 
-runner::RunOutcome outcome_of(const std::string& status) {
+runner::RunOutcome outcome_of(runner::store::RunStatus status) {
   runner::RunOutcome out;
   out.status = status;
-  if (status != runner::store::kStatusFinished) out.error = "scripted " + status;
+  if (status != runner::store::RunStatus::finished)
+    out.error = std::string("scripted ") + to_string(status);
   runner::store::Sample sample;
   sample.step = 0;
   sample.wall_ns = 1000;
@@ -63,7 +64,7 @@ class Recorder final : public runner::RunObserver {
   }
   void on_run_ended(const runner::RunEnded& run) override {
     ended.push_back(run);
-    events.push_back("end " + run.detail.row.status);
+    events.push_back(std::string("end ") + to_string(run.detail.row.status));
   }
   std::vector<runner::SweepPlan> plans;
   std::vector<runner::RunStarted> started;
@@ -96,7 +97,7 @@ class SchedulerTest : public ::testing::Test {
     o.body = [this, script](const runner::RunContext& c) {
       ++calls_;
       const auto it = script.find({static_cast<std::size_t>(c.trial->index), c.repeat});
-      return outcome_of(it == script.end() ? runner::store::kStatusFinished : it->second);
+      return outcome_of(it == script.end() ? runner::store::RunStatus::finished : it->second);
     };
     return o;
   }
@@ -104,7 +105,7 @@ class SchedulerTest : public ::testing::Test {
   std::vector<std::string> statuses() const {
     std::vector<std::string> out;
     const runner::store::Store db = runner::store::Store::open_read_only(dir_ / "runner.db");
-    for (const auto& row : db.list_runs(1000)) out.insert(out.begin(), row.status);
+    for (const auto& row : db.list_runs(1000)) out.insert(out.begin(), to_string(row.status));
     return out;
   }
 
@@ -142,7 +143,7 @@ TEST_F(SchedulerTest, ResumeRunsOnlyWhatIsMissingUnlessAskedForMore) {
   Recorder first;
   // Trial 0 repeat 1 fails, trial 1 repeat 0 is interrupted.
   (void)runner::run_sweep(
-      p, options({{{0, 1}, runner::store::kStatusFailed}, {{1, 0}, runner::store::kStatusInterrupted}}),
+      p, options({{{0, 1}, runner::store::RunStatus::failed}, {{1, 0}, runner::store::RunStatus::interrupted}}),
       first);
   EXPECT_EQ(statuses(), (std::vector<std::string>{"finished", "interrupted", "failed", "finished"}));
 
@@ -182,7 +183,7 @@ TEST_F(SchedulerTest, ConsecutiveFailuresStopTheSweep) {
   const auto p = prepare(3);
   Script all_fail;
   for (std::size_t t = 0; t < 2; ++t)
-    for (std::int64_t r = 0; r < 3; ++r) all_fail[{t, r}] = runner::store::kStatusFailed;
+    for (std::int64_t r = 0; r < 3; ++r) all_fail[{t, r}] = runner::store::RunStatus::failed;
   runner::SchedulerOptions o = options(all_fail);
   o.max_consecutive_failures = 2;
   Recorder seen;
@@ -198,9 +199,9 @@ TEST_F(SchedulerTest, ConsecutiveFailuresStopTheSweep) {
 TEST_F(SchedulerTest, AFinishedRunResetsTheConsecutiveCountButNotTheTotal) {
   const auto p = prepare(3);
   // Order: 0/0 1/0 0/1 1/1 0/2 1/2; failures at 0/0, 0/1, 1/2 -> never 2 in a row.
-  runner::SchedulerOptions o = options({{{0, 0}, runner::store::kStatusFailed},
-                                        {{0, 1}, runner::store::kStatusDiverged},
-                                        {{1, 2}, runner::store::kStatusFailed}});
+  runner::SchedulerOptions o = options({{{0, 0}, runner::store::RunStatus::failed},
+                                        {{0, 1}, runner::store::RunStatus::diverged},
+                                        {{1, 2}, runner::store::RunStatus::failed}});
   o.max_consecutive_failures = 2;
   Recorder seen;
   runner::SweepResult r = runner::run_sweep(p, o, seen);
@@ -219,8 +220,8 @@ TEST_F(SchedulerTest, AFinishedRunResetsTheConsecutiveCountButNotTheTotal) {
 
 TEST_F(SchedulerTest, AnInterruptedRunIsNotAFailure) {
   const auto p = prepare(2);
-  runner::SchedulerOptions o = options({{{0, 0}, runner::store::kStatusInterrupted},
-                                        {{1, 0}, runner::store::kStatusInterrupted}});
+  runner::SchedulerOptions o = options({{{0, 0}, runner::store::RunStatus::interrupted},
+                                        {{1, 0}, runner::store::RunStatus::interrupted}});
   o.max_consecutive_failures = 1;
   Recorder seen;
   const runner::SweepResult r = runner::run_sweep(p, o, seen);
@@ -247,7 +248,7 @@ TEST_F(SchedulerTest, RunsOfAGoneRunnerAreMarkedInterruptedAndRerun) {
     runner::store::RunStart start;
     start.trial_id = first.ended.at(0).detail.row.trial_id;
     start.repeat_index = 5;  // not a planned repetition: the plan does not rerun it
-    start.kind = "train";
+    start.kind = runner::RunKind::train;
     start.pid = dead_pid();
     orphan = db.begin_run(start);
     start.pid = ::getpid();  // this process is alive: its run is left alone
@@ -259,9 +260,9 @@ TEST_F(SchedulerTest, RunsOfAGoneRunnerAreMarkedInterruptedAndRerun) {
   const runner::store::Store db = runner::store::Store::open_read_only(dir_ / "runner.db");
   const auto gone = db.get_run(orphan);
   ASSERT_TRUE(gone.has_value());
-  EXPECT_EQ(gone->row.status, runner::store::kStatusInterrupted);
+  EXPECT_EQ(gone->row.status, runner::store::RunStatus::interrupted);
   EXPECT_EQ(gone->error, "its runner process (pid " + std::to_string(*gone->pid) + ") is gone");
-  EXPECT_EQ(db.get_run(alive)->row.status, runner::store::kStatusRunning);
+  EXPECT_EQ(db.get_run(alive)->row.status, runner::store::RunStatus::running);
 }
 
 TEST_F(SchedulerTest, RunProcessesThatEndBadlyAreRecordedByTheScheduler) {
@@ -276,10 +277,10 @@ TEST_F(SchedulerTest, RunProcessesThatEndBadlyAreRecordedByTheScheduler) {
   const runner::SweepResult r = runner::run_sweep(p, o, seen);
   EXPECT_EQ(r.failures, 2);
   ASSERT_EQ(seen.ended.size(), 2u);
-  EXPECT_EQ(seen.ended[0].detail.row.status, runner::store::kStatusCrashed);
+  EXPECT_EQ(seen.ended[0].detail.row.status, runner::store::RunStatus::crashed);
   EXPECT_EQ(seen.ended[0].detail.error, "killed by signal 11 (Segmentation fault)");
   EXPECT_EQ(seen.ended[0].detail.signal, SIGSEGV);
-  EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::kStatusFailed);
+  EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::RunStatus::failed);
   EXPECT_EQ(seen.ended[1].detail.error,
             "the run process exited with code 0 before recording a result");
 }
@@ -296,15 +297,15 @@ TEST_F(SchedulerTest, AHungRunProcessIsKilledAtTheTimeoutWhileItsHeartbeatIsKept
     for (;;) {
       const auto run = runner::store::Store::open_read_only(db).get_run(c.run_id);
       if (run && run->heartbeat_at != run->row.started_at)
-        return outcome_of(runner::store::kStatusFinished);
+        return outcome_of(runner::store::RunStatus::finished);
       ::usleep(10000);
     }
   };
   Recorder seen;
   (void)runner::run_sweep(p, o, seen);
   ASSERT_EQ(seen.ended.size(), 2u);
-  EXPECT_EQ(seen.ended[0].detail.row.status, runner::store::kStatusFinished);
-  EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::kStatusTimeout);
+  EXPECT_EQ(seen.ended[0].detail.row.status, runner::store::RunStatus::finished);
+  EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::RunStatus::timeout);
   EXPECT_EQ(seen.ended[1].detail.error, "exceeded the timeout of 1s and was killed");
 }
 
@@ -324,9 +325,9 @@ TEST_F(SchedulerTest, ARunProcessThatFailsOutsideTheEngineRecordsItsOwnReason) {
   Recorder seen;
   (void)runner::run_sweep(p, o, seen);
   ASSERT_EQ(seen.ended.size(), 2u);
-  EXPECT_EQ(seen.ended[0].detail.row.status, runner::store::kStatusFailed);
+  EXPECT_EQ(seen.ended[0].detail.row.status, runner::store::RunStatus::failed);
   EXPECT_EQ(seen.ended[0].detail.error, "set_num_threads: refused 1000000 threads");
-  EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::kStatusFailed);
+  EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::RunStatus::failed);
   EXPECT_EQ(seen.ended[1].detail.error,
             "the run process exited with code 1 before recording a result: cannot record the "
             "samples of run 2: database or disk is full");

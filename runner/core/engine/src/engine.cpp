@@ -18,6 +18,7 @@
 
 #include <filesystem>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -148,7 +149,7 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
     w.batches = std::make_unique<BatchSource>(
         w.model->example_batch(exp.data_settings.batch_size, device), device);
   }
-  if (exp.kind == "train") {
+  if (exp.kind == RunKind::train) {
     OptimizerContext optimizer_context;
     for (const auto& p : w.model->module().parameters())
       if (p.requires_grad()) optimizer_context.parameters.push_back(p);
@@ -175,25 +176,20 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
 
 // Summaries of the measured (non-warm-up) samples, one per phase that was timed.
 void summarize(RunOutcome& out, const std::string& wall_metric) {
-  std::vector<double> wall, data, h2d, forward, backward, optimizer, comm;
+  std::vector<double> wall;
+  std::array<std::vector<double>, store::kPhaseCount> phases;
   for (const auto& s : out.samples) {
     if (s.warmup) continue;
     wall.push_back(s.wall_ns);
-    if (s.data_ns >= 0) data.push_back(s.data_ns);
-    if (s.h2d_ns >= 0) h2d.push_back(s.h2d_ns);
-    if (s.comm_ns >= 0) comm.push_back(s.comm_ns);
-    if (s.forward_ns >= 0) forward.push_back(s.forward_ns);
-    if (s.backward_ns >= 0) backward.push_back(s.backward_ns);
-    if (s.optimizer_ns >= 0) optimizer.push_back(s.optimizer_ns);
+    for (std::size_t p = 0; p < store::kPhaseCount; ++p)
+      if (s.phase_ns[p] >= 0) phases[p].push_back(s.phase_ns[p]);
   }
   out.summaries.push_back(store::summarize(wall_metric, "ns", wall));
-  if (!data.empty()) out.summaries.push_back(store::summarize("data", "ns", data));
-  if (!h2d.empty()) out.summaries.push_back(store::summarize("h2d", "ns", h2d));
-  if (!comm.empty()) out.summaries.push_back(store::summarize("comm", "ns", comm));
-  if (!forward.empty()) out.summaries.push_back(store::summarize("forward", "ns", forward));
-  if (!backward.empty()) out.summaries.push_back(store::summarize("backward", "ns", backward));
-  if (!optimizer.empty())
-    out.summaries.push_back(store::summarize("optimizer", "ns", optimizer));
+  for (const store::PhaseInfo& phase : store::kPhases) {
+    auto& values = phases[store::phase_index(phase.phase)];
+    if (!values.empty())
+      out.summaries.push_back(store::summarize(phase.name, "ns", std::move(values)));
+  }
 }
 
 // samples_per_s counts the samples of all ranks (each rank takes a batch per step).
@@ -305,7 +301,7 @@ double measure_peak_flop_per_s(const std::string& device_name) {
     clock->begin_step();
     (void)torch::mm(a, b);
     clock->end_phase(Phase::forward);
-    best_ns = std::min(best_ns, clock->end_step().phase_ns[static_cast<std::size_t>(Phase::forward)]);
+    best_ns = std::min(best_ns, clock->end_step().phase_ns[store::phase_index(Phase::forward)]);
   }
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) /
          (best_ns * 1e-9);
@@ -335,7 +331,7 @@ torch::Device rank_device(const std::string& device_name, const RankInfo& rank) 
 RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
   const Experiment& exp = *request.experiment;
   RunOutcome out;
-  out.status = store::kStatusFinished;
+  out.status = store::RunStatus::finished;
   const auto run_start = Clock::now();
   try {
     const std::uint64_t seed = run_seed(exp, request.repeat_index);
@@ -351,7 +347,7 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
         {"parameters", static_cast<double>(w.model->parameter_count()), "count"});
     if (const auto flops = w.model->flops_per_sample())
       out.metrics.push_back({"flops_per_sample", *flops, "flop"});
-    if (exp.kind == "train") {
+    if (exp.kind == RunKind::train) {
       train_loop(request, w, *clock, out);
       summarize(out, "step_time");
     } else {
@@ -373,7 +369,7 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
       out.metrics.push_back({"tokens_per_s", *tokens * samples_per_s, "1/s"});
     if (const auto flops = w.model->flops_per_sample(); flops && !std::isnan(samples_per_s)) {
       // Training does forward + backward, about 3x the forward FLOPs.
-      const double factor = exp.kind == "train" ? 3.0 : 1.0;
+      const double factor = exp.kind == RunKind::train ? 3.0 : 1.0;
       // Per rank, against one device's peak.
       const double achieved = factor * *flops * samples_per_s / static_cast<double>(world);
       out.metrics.push_back({"achieved_flop_per_s", achieved, "flop/s"});
@@ -392,10 +388,10 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
     }
 #endif
   } catch (const Error& e) {
-    out.status = store::kStatusFailed;
+    out.status = store::RunStatus::failed;
     out.error = e.what();
   } catch (const std::exception& e) {
-    out.status = store::kStatusFailed;
+    out.status = store::RunStatus::failed;
     out.error = message_of(e);
   }
   out.metrics.push_back({"peak_rss_bytes", peak_rss_bytes(), "B"});
@@ -465,18 +461,18 @@ RunOutcome run_distributed(const RunRequest& request) {
     }
     out = run_rank(request, RankInfo{&rendezvous, &companions});
   } catch (const Error& e) {
-    out.status = store::kStatusFailed;
+    out.status = store::RunStatus::failed;
     out.error = e.what();
   }
   companions.stop();  // already done when rank 0 got as far as building
   std::filesystem::remove(store, ignored);
-  if (!companions.failures().empty() && out.status != store::kStatusInterrupted) {
+  if (!companions.failures().empty() && out.status != store::RunStatus::interrupted) {
     // The other ranks' failures come first: rank 0 usually fails because of them.
     std::string error;
     for (const auto& f : companions.failures()) error += (error.empty() ? "" : "; ") + f;
-    if (out.status != store::kStatusFinished && !out.error.empty())
+    if (out.status != store::RunStatus::finished && !out.error.empty())
       error += " (rank 0: " + out.error + ")";
-    out.status = store::kStatusFailed;
+    out.status = store::RunStatus::failed;
     out.error = error;
   }
   return out;
@@ -486,7 +482,7 @@ RunOutcome run_distributed(const RunRequest& request) {
 
 RunOutcome execute_run(const RunRequest& request) {
   const Experiment& exp = *request.experiment;
-  if (exp.kind == "train" && exp.distributed.enabled) return run_distributed(request);
+  if (exp.kind == RunKind::train && exp.distributed.enabled) return run_distributed(request);
   return run_rank(request, RankInfo{});
 }
 

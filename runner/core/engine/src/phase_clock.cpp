@@ -23,7 +23,7 @@ void CpuPhaseClock::begin_step() {
 
 void CpuPhaseClock::end_phase(Phase phase) {
   const auto now = Clock::now();
-  times_.phase_ns[static_cast<std::size_t>(phase)] = ns_between(last_, now);
+  times_.phase_ns[store::phase_index(phase)] = ns_between(last_, now);
   last_ = now;
 }
 
@@ -53,7 +53,7 @@ class CudaPhaseClock final : public PhaseClock {
   }
 
   void end_phase(Phase phase) override {
-    const auto p = static_cast<std::size_t>(phase);
+    const auto p = store::phase_index(phase);
     if (phase == Phase::data) {
       const auto now = std::chrono::steady_clock::now();
       times_.phase_ns[p] = ns_between(host_last_, now);
@@ -70,7 +70,7 @@ class CudaPhaseClock final : public PhaseClock {
     auto& last = events_[last_event_];
     last.synchronize();  // the one synchronisation of the step
     for (std::size_t p = 0; p < marked_.size(); ++p) {
-      if (!marked_[p] || p == static_cast<std::size_t>(Phase::data)) continue;
+      if (!marked_[p] || p == store::phase_index(Phase::data)) continue;
       const std::size_t slot = p + 1;
       times_.phase_ns[p] =
           static_cast<double>(events_[from_[slot]].elapsed_time(events_[slot])) * 1e6;
@@ -86,10 +86,10 @@ class CudaPhaseClock final : public PhaseClock {
   }
 
  private:
-  static constexpr std::size_t kSlots = static_cast<std::size_t>(Phase::count) + 1;
+  static constexpr std::size_t kSlots = store::kPhaseCount + 1;
   std::array<at::cuda::CUDAEvent, kSlots> events_;
   std::array<std::size_t, kSlots> from_{};
-  std::array<bool, static_cast<std::size_t>(Phase::count)> marked_{};
+  std::array<bool, store::kPhaseCount> marked_{};
   std::size_t last_event_ = 0;
   std::chrono::steady_clock::time_point host_start_{}, host_last_{};
   StepTimes times_;

@@ -21,12 +21,7 @@ store::Sample to_sample(std::int64_t step, bool warmup, const StepTimes& t, doub
   s.step = step;
   s.warmup = warmup;
   s.wall_ns = t.wall_ns;
-  s.data_ns = t.phase_ns[static_cast<std::size_t>(Phase::data)];
-  s.h2d_ns = t.phase_ns[static_cast<std::size_t>(Phase::h2d)];
-  s.comm_ns = t.phase_ns[static_cast<std::size_t>(Phase::comm)];
-  s.forward_ns = t.phase_ns[static_cast<std::size_t>(Phase::forward)];
-  s.backward_ns = t.phase_ns[static_cast<std::size_t>(Phase::backward)];
-  s.optimizer_ns = t.phase_ns[static_cast<std::size_t>(Phase::optimizer)];
+  s.phase_ns = t.phase_ns;
   s.loss = loss;
   return s;
 }
@@ -61,7 +56,7 @@ class ProgressReporter {
 // every recorded step is complete.
 bool stop_requested(const RunRequest& request, std::int64_t step, RunOutcome& out) {
   if (request.stop == nullptr || !request.stop->load(std::memory_order_relaxed)) return false;
-  out.status = store::kStatusInterrupted;
+  out.status = store::RunStatus::interrupted;
   out.error = "interrupted before step " + std::to_string(step);
   return true;
 }
@@ -92,7 +87,7 @@ void run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup
                              seconds_between(request.process_start, Clock::now()), "s"});
     }
     if (loss.defined() && !std::isfinite(loss_value)) {
-      out.status = store::kStatusDiverged;
+      out.status = store::RunStatus::diverged;
       out.error = std::string("loss is ") +
                   (std::isnan(loss_value) ? "nan" : loss_value > 0 ? "inf" : "-inf") +
                   " at step " + std::to_string(step);

@@ -34,7 +34,7 @@ Json warmup_of(std::int64_t warmup) { return warmup < 0 ? Json("auto") : Json(wa
 
 std::string Experiment::resolved_json() const {
   Json root = Json::object();
-  root["kind"] = kind;
+  root["kind"] = to_string(kind);
   root["seed"] = seed;
   root["device"] = {{"type", device.type},
                     {"threads", device.threads},
@@ -54,9 +54,9 @@ std::string Experiment::resolved_json() const {
                            {"backend", distributed.backend},
                            {"bucket_mb", distributed.bucket_mb}};
   if (comm_hook) root["comm_hook"] = json_of(*comm_hook);
-  if (kind == "train")
+  if (kind == RunKind::train)
     root["train"] = {{"steps", train.steps}, {"warmup", warmup_of(train.warmup)}};
-  else if (kind == "infer")
+  else if (kind == RunKind::infer)
     root["infer"] = {{"batches", infer.batches},
                      {"warmup", warmup_of(infer.warmup)},
                      {"mode", infer.mode}};

@@ -230,15 +230,16 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
   // [experiment] first: its kind decides which other sections are allowed.
   for (const Section& section : sections)
     if (section.name == "experiment") read_section(section, config);
-  const std::string& kind = config.experiment.kind;
+  const RunKind kind = config.experiment.kind;
   for (const Section& section : sections) {
     const SectionSpec& spec = *find_section(section.name);
-    if (!spec.only_kind.empty() && spec.only_kind != kind)
+    if (spec.only_kind && *spec.only_kind != kind)
       throw check_.error(section.key_src, *section.node,
-                         "section [" + spec.name + "] is only used by " + spec.only_kind +
-                             " experiments",
-                         "this experiment has kind = \"" + kind + "\"; remove [" + spec.name +
-                             "] or set kind = \"" + spec.only_kind + "\" in [experiment]");
+                         "section [" + spec.name + "] is only used by " +
+                             to_string(*spec.only_kind) + " experiments",
+                         std::string("this experiment has kind = \"") + to_string(kind) +
+                             "\"; remove [" + spec.name + "] or set kind = \"" +
+                             to_string(*spec.only_kind) + "\" in [experiment]");
   }
   for (const Section& section : sections)
     if (section.name != "experiment") read_section(section, config);
@@ -349,7 +350,7 @@ void ParsedExperiment::check_required_sections(const HostConfig& config) const {
                        "a communication hook reduces gradients across ranks: add [distributed] "
                        "with world_size = N, or remove [comm_hook]");
   if (config.distributed != nullptr) check_backend(config);
-  if (config.experiment.kind != "train") return;
+  if (config.experiment.kind != RunKind::train) return;
   if (!config.data)
     throw Error(check_.nowhere(), "train experiments need a [data] section",
                 "add [data] with a loader plugin (e.g. plugin = \"synthetic\"), "

@@ -85,37 +85,42 @@ const std::vector<SectionSpec>& section_specs() {
                     }};
     timeout.role = KeyRole::duration;
     timeout.spec.max = kMaxRunTimeoutSeconds;
-    s.push_back({"experiment", std::nullopt, "",
+    s.push_back({"experiment", std::nullopt, std::nullopt,
                  {fixed(name),
                   fixed(string_key("description", "", {}, "free text",
                                    [](Experiment& e, const OptionValue& v) {
                                      e.description = str(v);
                                    })),
                   fixed(string_key("kind", "train", {"train", "infer"}, "what the experiment runs",
-                                   [](Experiment& e, const OptionValue& v) { e.kind = str(v); })),
+                                   [](Experiment& e, const OptionValue& v) {
+                                     e.kind = parse_run_kind(str(v));
+                                   })),
                   integer_key("seed", 0, 0, std::nullopt, "global seed",
                               [](Experiment& e, const OptionValue& v) { e.seed = int_of(v); }),
-                  fixed(integer_key("repeats", 1, 1, kMaxRepeats, "independent repetitions of every trial",
+                  fixed(integer_key("repeats", 1, 1, kMaxRepeats,
+                                    "independent repetitions of every trial",
                                     [](Experiment& e, const OptionValue& v) {
                                       e.repeats = int_of(v);
                                     })),
                   fixed(timeout)}});
 
-    s.push_back({"device", std::nullopt, "",
+    s.push_back({"device", std::nullopt, std::nullopt,
                  {string_key("type", "cpu", {"cpu", "cuda", "auto"}, "where to run",
                              [](Experiment& e, const OptionValue& v) { e.device.type = str(v); }),
-                  integer_key("threads", 0, 0, kMaxThreads, "intra-op threads; 0 = LibTorch default",
+                  integer_key("threads", 0, 0, kMaxThreads,
+                              "intra-op threads; 0 = LibTorch default",
                               [](Experiment& e, const OptionValue& v) {
                                 e.device.threads = int_of(v);
                               }),
-                  integer_key("interop_threads", 0, 0, kMaxThreads, "inter-op threads; 0 = LibTorch default",
+                  integer_key("interop_threads", 0, 0, kMaxThreads,
+                              "inter-op threads; 0 = LibTorch default",
                               [](Experiment& e, const OptionValue& v) {
                                 e.device.interop_threads = int_of(v);
                               })}});
 
-    s.push_back({"model", PluginKind::model, "", {}});
+    s.push_back({"model", PluginKind::model, std::nullopt, {}});
 
-    s.push_back({"data", PluginKind::loader, "",
+    s.push_back({"data", PluginKind::loader, std::nullopt,
                  {integer_key("batch_size", 32, 1, kMaxBatchSize, "samples per batch",
                               [](Experiment& e, const OptionValue& v) {
                                 e.data_settings.batch_size = int_of(v);
@@ -129,9 +134,9 @@ const std::vector<SectionSpec>& section_specs() {
                                 e.data_settings.drop_last = bool_of(v);
                               })}});
 
-    s.push_back({"optimizer", PluginKind::optimizer, "train", {}});
+    s.push_back({"optimizer", PluginKind::optimizer, RunKind::train, {}});
 
-    s.push_back({"train", std::nullopt, "train",
+    s.push_back({"train", std::nullopt, RunKind::train,
                  {integer_key("steps", 100, 1, kMaxSteps, "measured steps",
                               [](Experiment& e, const OptionValue& v) {
                                 e.train.steps = int_of(v);
@@ -141,7 +146,7 @@ const std::vector<SectionSpec>& section_specs() {
                                e.train.warmup = int_of(v);
                              })}});
 
-    s.push_back({"infer", std::nullopt, "infer",
+    s.push_back({"infer", std::nullopt, RunKind::infer,
                  {integer_key("batches", 100, 1, kMaxSteps, "measured batches",
                               [](Experiment& e, const OptionValue& v) {
                                 e.infer.batches = int_of(v);
@@ -169,8 +174,9 @@ const std::vector<SectionSpec>& section_specs() {
                                }};
     collective_timeout.role = KeyRole::duration;
     collective_timeout.spec.max = kMaxCollectiveTimeoutSeconds;
-    s.push_back({"distributed", std::nullopt, "train",
-                 {integer_key("world_size", 2, 1, kMaxWorldSize, "data-parallel ranks (local processes)",
+    s.push_back({"distributed", std::nullopt, RunKind::train,
+                 {integer_key("world_size", 2, 1, kMaxWorldSize,
+                              "data-parallel ranks (local processes)",
                               [](Experiment& e, const OptionValue& v) {
                                 e.distributed.world_size = int_of(v);
                               }),
@@ -181,13 +187,13 @@ const std::vector<SectionSpec>& section_specs() {
                              }),
                   bucket, fixed(collective_timeout)}});
 
-    s.push_back({"comm_hook", PluginKind::comm_hook, "train", {}});
+    s.push_back({"comm_hook", PluginKind::comm_hook, RunKind::train, {}});
 
     HostKey path{spec_of("path", OptionType::string, std::nullopt,
                          "plugin libraries or folders, relative to this file")};
     path.role = KeyRole::path_list;
     path.non_empty = true;
-    s.push_back({"plugins", std::nullopt, "", {fixed(path)}});
+    s.push_back({"plugins", std::nullopt, std::nullopt, {fixed(path)}});
     return s;
   }();
   return specs;

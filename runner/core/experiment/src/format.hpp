@@ -44,7 +44,7 @@ struct HostKey {
 struct SectionSpec {
   std::string name;
   std::optional<PluginKind> plugin;  // the section names a plugin; its other keys are options
-  std::string only_kind;             // non-empty: the section is valid only for this kind
+  std::optional<RunKind> only_kind;  // set: the section is valid only for this kind
   std::vector<HostKey> keys;
 };
 

@@ -53,16 +53,18 @@ std::string skip_reason(const std::vector<store::TrialRun>& existing, std::int64
                         ResumePolicy policy) {
   if (policy == ResumePolicy::force) return {};
   // A finished record wins over earlier failed attempts of the same repetition.
+  using store::RunStatus;
   for (const auto& run : existing)
-    if (run.repeat_index == repeat && run.status == store::kStatusFinished)
+    if (run.repeat_index == repeat && run.status == RunStatus::finished)
       return "finished as run " + std::to_string(run.run_id);
   for (const auto& run : existing) {
     if (run.repeat_index != repeat) continue;
-    const bool failed = run.status == store::kStatusFailed || run.status == store::kStatusCrashed ||
-                        run.status == store::kStatusTimeout || run.status == store::kStatusDiverged;
+    const bool failed = run.status == RunStatus::failed || run.status == RunStatus::crashed ||
+                        run.status == RunStatus::timeout || run.status == RunStatus::diverged;
     if (failed && policy == ResumePolicy::missing)
-      return run.status + " as run " + std::to_string(run.run_id) + " (--rerun-failed reruns it)";
-    if (run.status == store::kStatusRunning)
+      return to_string(run.status) + std::string(" as run ") + std::to_string(run.run_id) +
+             " (--rerun-failed reruns it)";
+    if (run.status == RunStatus::running)
       return "running as run " + std::to_string(run.run_id) + " in another process";
   }
   return {};

@@ -94,10 +94,10 @@ std::string failure_reason(const std::string& what) {
 void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
                        double timeout_s, const std::string& reason) {
   const auto run = db.get_run(run_id);
-  if (run && run->row.stored_status != store::kStatusRunning) return;  // it recorded its verdict
+  if (run && run->row.stored_status != store::RunStatus::running) return;  // it recorded its verdict
   switch (exit.kind) {
     case ChildExit::Kind::timed_out:
-      db.finish_run(run_id, store::kStatusTimeout,
+      db.finish_run(run_id, store::RunStatus::timeout,
                     "exceeded the timeout of " + format_duration(timeout_s) + " and was killed",
                     {}, {});
       break;
@@ -105,13 +105,13 @@ void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& e
       db.mark_interrupted(run_id, "killed by a second interrupt");
       break;
     case ChildExit::Kind::signaled:
-      db.finish_run(run_id, store::kStatusCrashed,
+      db.finish_run(run_id, store::RunStatus::crashed,
                     describe_signal(exit.signal) +
                         (exit.signal == SIGKILL ? "; out of memory (OOM killer)?" : ""),
                     {}, {}, exit.signal);
       break;
     case ChildExit::Kind::exited:
-      db.finish_run(run_id, store::kStatusFailed,
+      db.finish_run(run_id, store::RunStatus::failed,
                     "the run process exited with code " + std::to_string(exit.exit_code) +
                         " before recording a result" + (reason.empty() ? "" : ": " + reason),
                     {}, {});

@@ -55,7 +55,7 @@ void execute(const PreparedExperiment& p, const SchedulerOptions& options,
     try {
       outcome = options.body(context);
     } catch (const std::exception& e) {
-      outcome.status = store::kStatusFailed;
+      outcome.status = store::RunStatus::failed;
       outcome.error = failure_reason(e.what());
     }
     record_outcome(*connection, run_id, outcome);
@@ -79,11 +79,11 @@ void execute(const PreparedExperiment& p, const SchedulerOptions& options,
           context.stop = &child_stop_flag();
           const RunOutcome outcome = options.body(context);
           record_outcome(db, run_id, outcome);
-          return outcome.status == store::kStatusFinished ? 0 : 3;
+          return outcome.status == store::RunStatus::finished ? 0 : 3;
         } catch (const std::exception& e) {
           const std::string why = failure_reason(e.what());
           try {
-            store::Store::open(options.db).finish_run(run_id, store::kStatusFailed, why, {}, {});
+            store::Store::open(options.db).finish_run(run_id, store::RunStatus::failed, why, {}, {});
             return 3;
           } catch (...) {
             (void)write_all(reason.write.get(), why);
@@ -187,10 +187,10 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
     RunEnded ended;
     ended.started = started;
     if (auto detail = connection->get_run(run_id)) ended.detail = std::move(*detail);
-    const std::string& status = ended.detail.row.status;
-    if (status == store::kStatusFinished) {
+    const store::RunStatus status = ended.detail.row.status;
+    if (status == store::RunStatus::finished) {
       result.consecutive_failures = 0;
-    } else if (status != store::kStatusInterrupted) {
+    } else if (status != store::RunStatus::interrupted) {
       ++result.failures;
       ++result.consecutive_failures;
     }

@@ -4,16 +4,31 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "runner/common/run_kind.hpp"
+#include "runner/store/phases.hpp"
+#include "runner/store/run_status.hpp"
+
 struct sqlite3;
 
 namespace runner::store {
+
+namespace detail {
+/// Closes a connection (sqlite3_close_v2); defined in the private SQLite layer.
+struct ConnectionCloser {
+  void operator()(sqlite3* db) const noexcept;
+};
+/// An open SQLite connection, closed when destroyed.
+using Connection = std::unique_ptr<sqlite3, ConnectionCloser>;
+/// The test-only way in (runner/store/testing.hpp).
+struct StoreAccess;
+}  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
 inline constexpr int kSchemaVersion = 3;
@@ -25,21 +40,12 @@ inline constexpr int kSchemaVersion = 3;
 /// written into the views of schema version 2; changing it needs a migration.
 inline constexpr int kStaleHeartbeatSeconds = 60;
 
-/// Run statuses as stored in runs.status.
-inline constexpr const char* kStatusRunning = "running";
-inline constexpr const char* kStatusFinished = "finished";
-inline constexpr const char* kStatusFailed = "failed";
-inline constexpr const char* kStatusCrashed = "crashed";
-inline constexpr const char* kStatusTimeout = "timeout";
-inline constexpr const char* kStatusInterrupted = "interrupted";
-inline constexpr const char* kStatusDiverged = "diverged";
-
 /// A run about to start.
 struct RunStart {
   std::int64_t trial_id = 0;
   std::int64_t fingerprint_id = 0;
   std::int64_t repeat_index = 0;   ///< 0-based repetition of the trial
-  std::string kind;                ///< "train" | "infer"
+  RunKind kind = RunKind::train;
   std::int64_t seed = 0;
   std::int64_t rank = 0;
   double load_average = 0.0;       ///< 1-minute load at start (volatile, so not in the fingerprint)
@@ -61,13 +67,13 @@ struct Sample {
   std::int64_t step = 0;     ///< 0-based, warm-up steps included
   bool warmup = false;       ///< true for discarded warm-up steps
   double wall_ns = -1;       ///< whole step / batch latency
-  double data_ns = -1;       ///< waiting for the batch
-  double forward_ns = -1;
-  double backward_ns = -1;
-  double optimizer_ns = -1;
+  PhaseTimes phase_ns = no_phase_times();  ///< per phase (see phases.hpp); -1: does not apply
   double loss = std::numeric_limits<double>::quiet_NaN();  ///< NaN: none
-  double h2d_ns = -1;        ///< host-to-device copy of the batch (device runs)
-  double comm_ns = -1;       ///< gradient communication (distributed runs)
+
+  /// The duration of one phase, ns (-1: does not apply).
+  [[nodiscard]] double& phase(Phase p) { return phase_ns[phase_index(p)]; }
+  /// The duration of one phase, ns (-1: does not apply).
+  [[nodiscard]] double phase(Phase p) const { return phase_ns[phase_index(p)]; }
 };
 
 /// Distribution statistics of one metric over the measured steps of a run.
@@ -93,9 +99,9 @@ struct RunRow {
   std::string experiment;
   std::int64_t trial_id = 0;
   std::int64_t repeat_index = 0;
-  std::string kind;
-  std::string status;          ///< effective: "interrupted" for a stale "running" run
-  std::string stored_status;   ///< runs.status as written
+  RunKind kind = RunKind::train;
+  RunStatus status = RunStatus::running;         ///< effective: interrupted for a stale running run
+  RunStatus stored_status = RunStatus::running;  ///< runs.status as written
   std::string label;           ///< the trial's sweep label ("optimizer.lr=0.1"); may be empty
   std::string started_at;      ///< ISO-8601 UTC
   std::string finished_at;     ///< empty while running
@@ -130,8 +136,8 @@ struct TrialRun {
   std::int64_t run_id = 0;
   std::int64_t repeat_index = 0;
   std::int64_t rank = 0;
-  std::string status;          ///< effective (see kStaleHeartbeatSeconds)
-  std::string stored_status;   ///< runs.status as written
+  RunStatus status = RunStatus::running;         ///< effective (see kStaleHeartbeatSeconds)
+  RunStatus stored_status = RunStatus::running;  ///< runs.status as written
 };
 
 /// A trial as `runner compare` selects it.
@@ -165,7 +171,9 @@ struct MergeCounts {
   MergeCounts& operator+=(const MergeCounts& other);
 };
 
-/// An open store. Not thread-safe; one per thread.
+/// An open store. Not thread-safe; one per thread. Text read from the file
+/// that is not a known run status or kind (another client may write
+/// anything) is a runner::Error naming the database and the value.
 class Store {
  public:
   /// Opens (creating the file if absent) and migrates to kSchemaVersion.
@@ -181,9 +189,6 @@ class Store {
   /// `path` cannot be created or written; creates nothing.
   static void check_writable(const std::filesystem::path& path);
 
-  Store(Store&&) noexcept;
-  Store& operator=(Store&&) noexcept;
-  ~Store();
 
   /// The schema version found in the file.
   [[nodiscard]] int schema_version() const;
@@ -218,11 +223,11 @@ class Store {
   void add_samples(std::int64_t run_id, const std::vector<Sample>& samples);
   /// Updates heartbeat_at = now.
   void heartbeat(std::int64_t run_id);
-  /// Sets the final status (not "running"), error text, finished_at, the
+  /// Sets the final status (not running), error text, finished_at, the
   /// signal that ended the run (0: none), and writes summaries and metrics,
   /// all in one transaction. Throws if the run already has a final status
   /// (also when mark_stale_runs_interrupted() converted it meanwhile).
-  void finish_run(std::int64_t run_id, const std::string& status, const std::string& error,
+  void finish_run(std::int64_t run_id, RunStatus status, const std::string& error,
                   const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
                   int signal = 0);
   /// Finishes a running run as "interrupted" with `error`, for the Ctrl-C
@@ -275,19 +280,12 @@ class Store {
   /// Merges several inputs in one transaction: all or nothing. One result per input.
   std::vector<MergeCounts> merge_from(const std::vector<std::filesystem::path>& others);
 
-  /// The raw connection, for tests and tools.
-  [[nodiscard]] sqlite3* handle() const { return db_; }
-
  private:
-  explicit Store(sqlite3* db);
-  sqlite3* db_ = nullptr;
-};
+  friend struct detail::StoreAccess;
+  Store(detail::Connection db, std::filesystem::path path);
 
-namespace detail {
-/// The SQL of the migration step that creates schema `version` from the one
-/// before (1: the initial schema), for tests that build older files.
-/// Throws std::out_of_range for an unknown version.
-[[nodiscard]] const char* migration_sql(int version);
-}  // namespace detail
+  detail::Connection db_;
+  std::filesystem::path path_;  ///< as opened, for messages
+};
 
 }  // namespace runner::store

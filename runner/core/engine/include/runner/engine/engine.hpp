@@ -40,9 +40,9 @@ struct RunRequest {
   std::optional<double> peak_flop_per_s;
 };
 
-/// What a run produced. status is one of the store's statuses (never "running").
+/// What a run produced. status is never running.
 struct RunOutcome {
-  std::string status;
+  store::RunStatus status = store::RunStatus::finished;
   std::string error;
   std::vector<store::Sample> samples;
   std::vector<store::Summary> summaries;

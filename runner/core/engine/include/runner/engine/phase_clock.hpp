@@ -10,16 +10,17 @@
 #include <memory>
 #include <string>
 
+#include "runner/store/phases.hpp"
+
 namespace runner {
 
-/// The phases of a step, in order. Infer steps use data, h2d and forward
-/// only; h2d only on a device other than the CPU; comm only in distributed runs.
-enum class Phase : std::size_t { data = 0, h2d, forward, backward, optimizer, comm, count };
+/// The phases of a step: the store's table (runner/store/phases.hpp).
+using store::Phase;
 
 /// Durations of one step, ns; a phase not marked stays -1.
 struct StepTimes {
   double wall_ns = -1;
-  std::array<double, static_cast<std::size_t>(Phase::count)> phase_ns{-1, -1, -1, -1, -1, -1};
+  store::PhaseTimes phase_ns = store::no_phase_times();  ///< by store::phase_index()
 };
 
 class PhaseClock {

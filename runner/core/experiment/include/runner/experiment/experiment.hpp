@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runner/common/error.hpp"
+#include "runner/common/run_kind.hpp"
 #include "runner/experiment/catalog.hpp"
 #include "runner/options.hpp"
 
@@ -94,7 +95,7 @@ struct Experiment {
 
   std::string name;                   ///< [experiment] name (default: file stem)
   std::string description;            ///< [experiment] description
-  std::string kind = "train";         ///< "train" | "infer"
+  RunKind kind = RunKind::train;      ///< [experiment] kind
   std::int64_t seed = 0;              ///< global seed, >= 0
   std::int64_t repeats = 1;           ///< repetitions of every trial, >= 1
   double timeout_s = 3600.0;          ///< per-run time limit in seconds ([experiment] timeout), > 0

@@ -1,0 +1,272 @@
+// Reading: the runs as `runner runs` and `runner show` list them, samples,
+// what resume and compare select. Statuses and kinds are converted from
+// their text here, at the SQL boundary.
+#include <limits>
+
+#include "runner/common/sha256.hpp"
+#include "schema.hpp"
+
+namespace runner::store {
+
+using detail::Statement;
+using detail::with_context;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Shared by list_runs and get_run so that `runner runs` and `runner show`
+// agree with the documented view an outside client queries.
+constexpr const char* kRunRowColumns =
+    "run_id, experiment, trial_id, repeat_index, kind, status, started_at, "
+    "coalesce(finished_at, ''), p50_ns, stored_status, coalesce(label, '')";
+
+RunRow read_run_row(const Statement& stmt, const std::filesystem::path& db) {
+  RunRow row;
+  row.id = stmt.int64(0);
+  row.experiment = stmt.text(1);
+  row.trial_id = stmt.int64(2);
+  row.repeat_index = stmt.int64(3);
+  row.kind = detail::kind_from_sql(stmt.text(4), db);
+  row.status = detail::status_from_sql(stmt.text(5), db);
+  row.started_at = stmt.text(6);
+  row.finished_at = stmt.text(7);
+  if (!stmt.is_null(8)) row.headline = stmt.real(8, kNaN);
+  row.stored_status = detail::status_from_sql(stmt.text(9), db);
+  row.label = stmt.text(10);
+  return row;
+}
+
+// Columns: id, repeat_index, rank, effective status, stored status.
+std::vector<TrialRun> read_trial_runs(Statement& query, const std::filesystem::path& db) {
+  std::vector<TrialRun> out;
+  while (query.step()) {
+    TrialRun run;
+    run.run_id = query.int64(0);
+    run.repeat_index = query.int64(1);
+    run.rank = query.int64(2);
+    run.status = detail::status_from_sql(query.text(3), db);
+    run.stored_status = detail::status_from_sql(query.text(4), db);
+    out.push_back(run);
+  }
+  return out;
+}
+
+/// SELECT <sample_columns()> FROM samples WHERE run_id = ?1 ORDER BY step.
+std::string select_samples_sql() {
+  std::string columns;
+  for (const std::string& column : detail::sample_columns())
+    columns += (columns.empty() ? "" : ", ") + column;
+  return "SELECT " + columns + " FROM samples WHERE run_id = ?1 ORDER BY step";
+}
+
+}  // namespace
+
+std::optional<std::int64_t> Store::find_experiment(const std::string& name,
+                                                   const std::string& source_text) const {
+  return with_context("cannot look up experiment '" + name + "'",
+                      [&]() -> std::optional<std::int64_t> {
+                        Statement find(db_.get(),
+                                       "SELECT id FROM experiments "
+                                       "WHERE name = ?1 AND source_sha256 = ?2");
+                        find.bind_text(1, name);
+                        find.bind_text(2, sha256_hex(source_text));
+                        if (!find.step()) return std::nullopt;
+                        return find.int64(0);
+                      });
+}
+
+std::optional<std::int64_t> Store::find_trial(std::int64_t experiment_id,
+                                              const std::string& identity) const {
+  return with_context("cannot look up trial " + identity, [&]() -> std::optional<std::int64_t> {
+    Statement find(db_.get(), "SELECT id FROM trials WHERE experiment_id = ?1 AND identity = ?2");
+    find.bind_int(1, experiment_id);
+    find.bind_text(2, identity);
+    if (!find.step()) return std::nullopt;
+    return find.int64(0);
+  });
+}
+
+std::vector<RunRow> Store::list_runs(std::int64_t limit) const {
+  return with_context("cannot list runs", [&] {
+    Statement query(db_.get(), std::string("SELECT ") + kRunRowColumns +
+                                   " FROM run_overview ORDER BY run_id DESC LIMIT ?1");
+    query.bind_int(1, limit);
+    std::vector<RunRow> rows;
+    while (query.step()) rows.push_back(read_run_row(query, path_));
+    return rows;
+  });
+}
+
+std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
+  return with_context("cannot read run " + std::to_string(run_id), [&]() -> std::optional<RunDetail> {
+    RunDetail detail;
+    {
+      Statement query(db_.get(), std::string("SELECT ") + kRunRowColumns +
+                                     " FROM run_overview WHERE run_id = ?1");
+      query.bind_int(1, run_id);
+      if (!query.step()) return std::nullopt;
+      detail.row = read_run_row(query, path_);
+    }
+    {
+      Statement query(db_.get(),
+                      "SELECT coalesce(r.error, ''), t.config_json, t.config_hash, "
+                      "coalesce(f.json, ''), coalesce(f.hash, ''), r.load_average, r.seed, r.rank, "
+                      "t.experiment_id, t.identity, r.uuid, r.heartbeat_at, r.pid, r.signal "
+                      "FROM runs AS r JOIN trials AS t ON t.id = r.trial_id "
+                      "LEFT JOIN fingerprints AS f ON f.id = r.fingerprint_id WHERE r.id = ?1");
+      query.bind_int(1, run_id);
+      if (!query.step()) return std::nullopt;
+      detail.error = query.text(0);
+      detail.config_json = query.text(1);
+      detail.config_hash = query.text(2);
+      detail.fingerprint_json = query.text(3);
+      detail.fingerprint_hash = query.text(4);
+      detail.load_average = query.real(5, kNaN);
+      detail.seed = query.int64(6);
+      detail.rank = query.int64(7);
+      detail.experiment_id = query.int64(8);
+      detail.identity = query.text(9);
+      detail.uuid = query.text(10);
+      detail.heartbeat_at = query.text(11);
+      if (!query.is_null(12)) detail.pid = query.int64(12);
+      if (!query.is_null(13)) detail.signal = static_cast<int>(query.int64(13));
+    }
+    {
+      Statement query(db_.get(),
+                      "SELECT kind, name, library, version, sha256 FROM run_plugins "
+                      "WHERE run_id = ?1 ORDER BY kind, name");
+      query.bind_int(1, run_id);
+      while (query.step()) {
+        detail.plugins.push_back(
+            {query.text(0), query.text(1), query.text(2), query.text(3), query.text(4)});
+      }
+    }
+    {
+      Statement query(db_.get(),
+                      "SELECT metric, unit, n, mean, stddev, min, p50, p90, p99, max, p5, p95, cv "
+                      "FROM summaries WHERE run_id = ?1 ORDER BY metric");
+      query.bind_int(1, run_id);
+      while (query.step()) {
+        Summary s;
+        s.metric = query.text(0);
+        s.unit = query.text(1);
+        s.n = query.int64(2);
+        s.mean = query.real(3, kNaN);
+        s.stddev = query.real(4, kNaN);
+        s.min = query.real(5, kNaN);
+        s.p50 = query.real(6, kNaN);
+        s.p90 = query.real(7, kNaN);
+        s.p99 = query.real(8, kNaN);
+        s.max = query.real(9, kNaN);
+        s.p5 = query.real(10, kNaN);
+        s.p95 = query.real(11, kNaN);
+        s.cv = query.real(12, kNaN);
+        detail.summaries.push_back(std::move(s));
+      }
+    }
+    {
+      Statement query(db_.get(),
+                      "SELECT name, value, unit FROM metrics WHERE run_id = ?1 ORDER BY name");
+      query.bind_int(1, run_id);
+      while (query.step())
+        detail.metrics.push_back({query.text(0), query.real(1, kNaN), query.text(2)});
+    }
+    {
+      Statement query(db_.get(), "SELECT count(*) FROM samples WHERE run_id = ?1");
+      query.bind_int(1, run_id);
+      if (query.step()) detail.sample_count = query.int64(0);
+    }
+    return detail;
+  });
+}
+
+std::vector<Sample> Store::samples(std::int64_t run_id) const {
+  return with_context("cannot read the samples of run " + std::to_string(run_id), [&] {
+    static const std::string sql = select_samples_sql();
+    Statement query(db_.get(), sql);
+    query.bind_int(1, run_id);
+    std::vector<Sample> out;
+    while (query.step()) {
+      // Columns follow sample_columns().
+      Sample s;
+      s.step = query.int64(0);
+      s.warmup = query.int64(1) != 0;
+      s.wall_ns = query.real(2, -1);
+      s.loss = query.real(3, kNaN);
+      for (std::size_t p = 0; p < kPhaseCount; ++p)
+        s.phase_ns[p] = query.real(detail::kFirstPhaseColumn + static_cast<int>(p), -1);
+      out.push_back(s);
+    }
+    return out;
+  });
+}
+
+std::vector<TrialRun> Store::runs_of_trial(std::int64_t trial_id) const {
+  return with_context("cannot read the runs of trial " + std::to_string(trial_id), [&] {
+    Statement query(db_.get(),
+                    "SELECT id, repeat_index, rank, " RUNNER_EFFECTIVE_STATUS("runs") ", status "
+                    "FROM runs WHERE trial_id = ?1 ORDER BY repeat_index, rank, id");
+    query.bind_int(1, trial_id);
+    return read_trial_runs(query, path_);
+  });
+}
+
+std::vector<TrialRun> Store::runs_of_identity(const std::string& identity) const {
+  return with_context("cannot read the runs of trial " + identity.substr(0, 12), [&] {
+    Statement query(db_.get(),
+                    "SELECT runs.id, runs.repeat_index, runs.rank, " RUNNER_EFFECTIVE_STATUS("runs")
+                    ", runs.status FROM runs JOIN trials ON trials.id = runs.trial_id "
+                    "WHERE trials.identity = ?1 ORDER BY runs.repeat_index, runs.rank, runs.id");
+    query.bind_text(1, identity);
+    return read_trial_runs(query, path_);
+  });
+}
+
+std::vector<TrialInfo> Store::trials_of_experiment(const std::string& name) const {
+  return with_context("cannot read the trials of experiment '" + name + "'", [&] {
+    Statement query(db_.get(),
+                    "SELECT trials.id, trials.config_json, coalesce(trials.label, ''), "
+                    "trials.identity FROM trials JOIN experiments ON experiments.id = "
+                    "trials.experiment_id WHERE experiments.name = ?1 ORDER BY trials.id");
+    query.bind_text(1, name);
+    std::vector<TrialInfo> out;
+    while (query.step()) out.push_back({query.int64(0), query.text(1), query.text(2), query.text(3)});
+    return out;
+  });
+}
+
+std::vector<RunningRun> Store::running_runs() const {
+  return with_context("cannot list running runs", [&] {
+    Statement query(db_.get(),
+                    "SELECT runs.id, runs.pid, "
+                    "json_extract(fingerprints.json, '$.\"host.hostname\"') "
+                    "FROM runs LEFT JOIN fingerprints ON fingerprints.id = runs.fingerprint_id "
+                    "WHERE runs.status = 'running' ORDER BY runs.id");
+    std::vector<RunningRun> out;
+    while (query.step()) {
+      RunningRun run;
+      run.run_id = query.int64(0);
+      run.pid = query.is_null(1) ? 0 : query.int64(1);
+      run.hostname = query.is_null(2) ? std::string() : query.text(2);
+      out.push_back(std::move(run));
+    }
+    return out;
+  });
+}
+
+std::optional<double> Store::peak_flop_per_s(std::int64_t fingerprint_id, const std::string& device,
+                                             const std::string& dtype) const {
+  return with_context("cannot read the measured peak", [&]() -> std::optional<double> {
+    Statement query(db_.get(),
+                    "SELECT flop_per_s FROM peaks WHERE fingerprint_id = ?1 AND device = ?2 AND "
+                    "dtype = ?3");
+    query.bind_int(1, fingerprint_id);
+    query.bind_text(2, device);
+    query.bind_text(3, dtype);
+    if (!query.step()) return std::nullopt;
+    return query.real(0, kNaN);
+  });
+}
+
+}  // namespace runner::store

@@ -1,0 +1,338 @@
+// Writing: experiments, trials and fingerprints by identity; a run from its
+// start to its verdict; measured peaks.
+#include <unistd.h>
+
+#include <random>
+
+#include "runner/common/sha256.hpp"
+#include "schema.hpp"
+
+namespace runner::store {
+
+using detail::SqliteError;
+using detail::Statement;
+using detail::Transaction;
+using detail::with_context;
+
+namespace {
+
+/// 128 random bits as 32 lowercase hex digits. std::random_device reads the
+/// OS (or the CPU) on every call, so forked processes do not repeat each
+/// other, as they would with SQLite's randomblob() and its process-wide PRNG
+/// state copied by fork.
+std::string random_uuid() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device device;
+  std::string out;
+  out.reserve(32);
+  for (int word = 0; word < 4; ++word) {
+    std::uint32_t bits = device();
+    for (int nibble = 0; nibble < 8; ++nibble, bits >>= 4U) out.push_back(kHex[bits & 0xFU]);
+  }
+  return out;
+}
+
+/// INSERT INTO samples (run_id, <sample_columns()>) VALUES (?1, ?2, ...).
+std::string insert_samples_sql() {
+  std::string columns = "run_id";
+  std::string params = "?1";
+  int index = 1;
+  for (const std::string& column : detail::sample_columns()) {
+    columns += ", " + column;
+    params += ", ?" + std::to_string(++index);
+  }
+  return "INSERT INTO samples (" + columns + ") VALUES (" + params + ")";
+}
+
+}  // namespace
+
+std::int64_t Store::upsert_experiment(const std::string& name, const std::string& source_path,
+                                      const std::string& source_text) {
+  return with_context("cannot record experiment '" + name + "'", [&] {
+    const std::string sha = sha256_hex(source_text);
+    Statement insert(db_.get(),
+                     "INSERT INTO experiments (name, source_path, source_text, source_sha256) "
+                     "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name, source_sha256) DO NOTHING");
+    insert.bind_text(1, name);
+    insert.bind_text_or_null(2, source_path);
+    insert.bind_text_or_null(3, source_text);
+    insert.bind_text(4, sha);
+    insert.run();
+    Statement find(db_.get(), "SELECT id FROM experiments WHERE name = ?1 AND source_sha256 = ?2");
+    find.bind_text(1, name);
+    find.bind_text(2, sha);
+    if (!find.step()) throw SqliteError(SQLITE_INTERNAL, "row vanished after insert");
+    return find.int64(0);
+  });
+}
+
+std::int64_t Store::upsert_trial(std::int64_t experiment_id, const std::string& config_json,
+                                 const std::string& config_hash, const std::string& identity,
+                                 const std::string& label) {
+  return with_context("cannot record trial " + identity, [&] {
+    // A label is descriptive, not identity: the same configuration reached
+    // under another label is the same trial. The first label written stays,
+    // but a trial recorded without one gets one.
+    Statement insert(db_.get(),
+                     "INSERT INTO trials (experiment_id, config_json, config_hash, identity, label) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (experiment_id, identity) "
+                     "DO UPDATE SET label = excluded.label "
+                     "WHERE trials.label IS NULL AND excluded.label IS NOT NULL");
+    insert.bind_int(1, experiment_id);
+    insert.bind_text(2, config_json);
+    insert.bind_text(3, config_hash);
+    insert.bind_text(4, identity);
+    insert.bind_text_or_null(5, label);
+    insert.run();
+    Statement find(db_.get(),
+                   "SELECT id, config_json, config_hash FROM trials "
+                   "WHERE experiment_id = ?1 AND identity = ?2");
+    find.bind_int(1, experiment_id);
+    find.bind_text(2, identity);
+    if (!find.step()) throw SqliteError(SQLITE_INTERNAL, "row vanished after insert");
+    // Equal identities with different contents mean the caller's hashing is
+    // broken; silently reusing the row would attach runs to the wrong configuration.
+    if (find.text(1) != config_json || find.text(2) != config_hash)
+      throw Error("trial " + identity + " is already stored with a different configuration", {},
+                  ErrorKind::run);
+    return find.int64(0);
+  });
+}
+
+std::int64_t Store::upsert_fingerprint(const std::string& hash, const std::string& json) {
+  return with_context("cannot record fingerprint " + hash, [&] {
+    Statement insert(db_.get(),
+                     "INSERT INTO fingerprints (hash, json) VALUES (?1, ?2) "
+                     "ON CONFLICT (hash) DO NOTHING");
+    insert.bind_text(1, hash);
+    insert.bind_text(2, json);
+    insert.run();
+    Statement find(db_.get(), "SELECT id, json FROM fingerprints WHERE hash = ?1");
+    find.bind_text(1, hash);
+    if (!find.step()) throw SqliteError(SQLITE_INTERNAL, "row vanished after insert");
+    if (find.text(1) != json)
+      throw Error("fingerprint " + hash + " is already stored with different contents", {},
+                  ErrorKind::run);
+    return find.int64(0);
+  });
+}
+
+std::int64_t Store::begin_run(const RunStart& start) {
+  return with_context("cannot record the start of a run", [&] {
+    Statement insert(db_.get(),
+                     "INSERT INTO runs (trial_id, fingerprint_id, repeat_index, kind, status, "
+                     "seed, rank, load_average, pid, uuid) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    insert.bind_int(1, start.trial_id);
+    // 0 means "not fingerprinted"; a run is still worth recording without one.
+    if (start.fingerprint_id > 0) {
+      insert.bind_int(2, start.fingerprint_id);
+    } else {
+      insert.bind_null(2);
+    }
+    insert.bind_int(3, start.repeat_index);
+    insert.bind_text(4, to_string(start.kind));
+    insert.bind_text(5, to_string(RunStatus::running));
+    insert.bind_int(6, start.seed);
+    insert.bind_int(7, start.rank);
+    insert.bind_real(8, start.load_average);
+    insert.bind_int(9, start.pid > 0 ? start.pid : static_cast<std::int64_t>(::getpid()));
+    insert.bind_text(10, random_uuid());
+    insert.run();
+    return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_.get()));
+  });
+}
+
+void Store::add_plugins(std::int64_t run_id, const std::vector<PluginRecord>& plugins) {
+  with_context("cannot record the plugins of run " + std::to_string(run_id), [&] {
+    Transaction tx(db_.get());
+    Statement insert(db_.get(),
+                     "INSERT INTO run_plugins (run_id, kind, name, library, version, sha256) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    for (const PluginRecord& plugin : plugins) {
+      insert.reset();
+      insert.bind_int(1, run_id);
+      insert.bind_text(2, plugin.kind);
+      insert.bind_text(3, plugin.name);
+      insert.bind_text(4, plugin.library);
+      insert.bind_text(5, plugin.version);
+      insert.bind_text(6, plugin.sha256);
+      insert.run();
+    }
+    tx.commit();
+  });
+}
+
+void Store::add_samples(std::int64_t run_id, const std::vector<Sample>& samples) {
+  with_context("cannot record the samples of run " + std::to_string(run_id), [&] {
+    static const std::string sql = insert_samples_sql();
+    Transaction tx(db_.get());
+    Statement insert(db_.get(), sql);
+    for (const Sample& sample : samples) {
+      // Binds follow sample_columns(), after run_id.
+      insert.reset();
+      insert.bind_int(1, run_id);
+      insert.bind_int(2, sample.step);
+      insert.bind_int(3, sample.warmup ? 1 : 0);
+      insert.bind_duration(4, sample.wall_ns);
+      insert.bind_real(5, sample.loss);  // NaN -> NULL
+      for (std::size_t p = 0; p < kPhaseCount; ++p)
+        insert.bind_duration(detail::kFirstPhaseColumn + 2 + static_cast<int>(p),
+                             sample.phase_ns[p]);
+      insert.run();
+    }
+    tx.commit();
+  });
+}
+
+void Store::heartbeat(std::int64_t run_id) {
+  with_context("cannot update the heartbeat of run " + std::to_string(run_id), [&] {
+    Statement update(db_.get(),
+                     "UPDATE runs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+                     "WHERE id = ?1");
+    update.bind_int(1, run_id);
+    update.run();
+    if (sqlite3_changes(db_.get()) == 0) throw SqliteError(SQLITE_NOTFOUND, "no such run");
+  });
+}
+
+void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string& error,
+                       const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
+                       int signal) {
+  const std::string doing = "cannot finish run " + std::to_string(run_id);
+  if (status == RunStatus::running) {
+    throw Error(doing +
+                    ": invalid status 'running' (expected finished, failed, crashed, timeout, "
+                    "interrupted or diverged)",
+                {}, ErrorKind::run);
+  }
+  if (signal < 0 || (signal > 0 && status == RunStatus::finished)) {
+    throw Error(doing + ": invalid signal " + std::to_string(signal) + " for status '" +
+                    to_string(status) +
+                    "' (expected 0, or a positive signal number for a run that did not finish)",
+                {}, ErrorKind::run);
+  }
+  with_context(doing, [&] {
+    Transaction tx(db_.get());
+    {
+      Statement current(db_.get(), "SELECT status FROM runs WHERE id = ?1");
+      current.bind_int(1, run_id);
+      if (!current.step()) throw SqliteError(SQLITE_NOTFOUND, "no such run");
+      // A second verdict would overwrite the first (e.g. a timeout racing a
+      // clean finish); the first one written is the one that happened.
+      if (current.text(0) != to_string(RunStatus::running))
+        throw SqliteError(SQLITE_CONSTRAINT, "it already has status '" + current.text(0) + "'");
+    }
+    Statement update(db_.get(),
+                     "UPDATE runs SET status = ?2, error = ?3, signal = ?4, "
+                     "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                     "heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1");
+    update.bind_int(1, run_id);
+    update.bind_text(2, to_string(status));
+    update.bind_text_or_null(3, error);
+    if (signal > 0) {
+      update.bind_int(4, signal);
+    } else {
+      update.bind_null(4);
+    }
+    update.run();
+
+    Statement insert_summary(db_.get(),
+                             "INSERT INTO summaries (run_id, metric, unit, n, mean, stddev, min, "
+                             "p50, p90, p99, max, p5, p95, cv) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+    for (const Summary& s : summaries) {
+      insert_summary.reset();
+      insert_summary.bind_int(1, run_id);
+      insert_summary.bind_text(2, s.metric);
+      insert_summary.bind_text(3, s.unit);
+      insert_summary.bind_int(4, s.n);
+      insert_summary.bind_real(5, s.mean);
+      insert_summary.bind_real(6, s.stddev);
+      insert_summary.bind_real(7, s.min);
+      insert_summary.bind_real(8, s.p50);
+      insert_summary.bind_real(9, s.p90);
+      insert_summary.bind_real(10, s.p99);
+      insert_summary.bind_real(11, s.max);
+      insert_summary.bind_real(12, s.p5);
+      insert_summary.bind_real(13, s.p95);
+      insert_summary.bind_real(14, s.cv);
+      insert_summary.run();
+    }
+
+    Statement insert_metric(
+        db_.get(), "INSERT INTO metrics (run_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)");
+    for (const Metric& m : metrics) {
+      insert_metric.reset();
+      insert_metric.bind_int(1, run_id);
+      insert_metric.bind_text(2, m.name);
+      insert_metric.bind_real(3, m.value);
+      insert_metric.bind_text(4, m.unit);
+      insert_metric.run();
+    }
+    tx.commit();
+  });
+}
+
+bool Store::mark_interrupted(std::int64_t run_id, const std::string& error) {
+  return with_context("cannot mark run " + std::to_string(run_id) + " interrupted", [&] {
+    Transaction tx(db_.get());
+    Statement update(db_.get(),
+                     "UPDATE runs SET status = 'interrupted', error = ?2, "
+                     "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                     "heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+                     "WHERE id = ?1 AND status = 'running'");
+    update.bind_int(1, run_id);
+    update.bind_text_or_null(2, error);
+    update.run();
+    const bool changed = sqlite3_changes(db_.get()) > 0;
+    if (!changed) {
+      Statement exists(db_.get(), "SELECT 1 FROM runs WHERE id = ?1");
+      exists.bind_int(1, run_id);
+      if (!exists.step()) throw SqliteError(SQLITE_NOTFOUND, "no such run");
+    }
+    tx.commit();
+    return changed;
+  });
+}
+
+std::int64_t Store::mark_stale_runs_interrupted() {
+  return with_context("cannot mark stale runs interrupted", [&] {
+    // finished_at = heartbeat_at: the last moment the run is known to have
+    // been alive, which also satisfies the finished_at/status CHECK.
+    Statement update(db_.get(),
+                     "UPDATE runs SET status = 'interrupted', finished_at = heartbeat_at, "
+                     "error = coalesce(error, " RUNNER_STALE_ERROR("runs") ") "
+                     "WHERE " RUNNER_IS_STALE("runs"));
+    update.run();
+    return static_cast<std::int64_t>(sqlite3_changes(db_.get()));
+  });
+}
+
+void Store::set_peak_flop_per_s(std::int64_t fingerprint_id, const std::string& device,
+                                const std::string& dtype, double flop_per_s,
+                                const std::string& method) {
+  with_context("cannot record the measured peak", [&] {
+    Statement insert(db_.get(),
+                     "INSERT OR REPLACE INTO peaks (fingerprint_id, device, dtype, flop_per_s, "
+                     "method) VALUES (?1, ?2, ?3, ?4, ?5)");
+    insert.bind_int(1, fingerprint_id);
+    insert.bind_text(2, device);
+    insert.bind_text(3, dtype);
+    insert.bind_real(4, flop_per_s);
+    insert.bind_text(5, method);
+    insert.run();
+  });
+}
+
+void Store::set_run_fingerprint(std::int64_t run_id, std::int64_t fingerprint_id) {
+  with_context("cannot set the fingerprint of run " + std::to_string(run_id), [&] {
+    Statement update(db_.get(), "UPDATE runs SET fingerprint_id = ?2 WHERE id = ?1");
+    update.bind_int(1, run_id);
+    update.bind_int(2, fingerprint_id);
+    update.run();
+    if (sqlite3_changes(db_.get()) == 0) throw SqliteError(SQLITE_NOTFOUND, "no such run");
+  });
+}
+
+}  // namespace runner::store
