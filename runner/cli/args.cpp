@@ -132,6 +132,11 @@ Global global_settings(const Args& args, std::chrono::steady_clock::time_point s
   g.start = start;
   if (args.has("--db")) {
     g.db = args.get("--db");
+    // SQLite would take "" as a private temporary database: runs would be
+    // recorded nowhere.
+    if (g.db.empty())
+      throw Error("--db must name a file, found an empty path",
+                  "pass --db PATH, or leave --db out for ./runner.db (or RUNNER_DB)");
   } else if (const char* env = std::getenv("RUNNER_DB"); env != nullptr && *env != '\0') {
     g.db = env;
   } else {

@@ -85,6 +85,8 @@ int read_user_version(sqlite3* db) {
 void migrate(sqlite3* db, const std::filesystem::path& path) {
   int version = read_user_version(db);
   if (version > kSchemaVersion) throw newer_schema_error(path, version);
+  if (version < 0)
+    throw foreign_file_error(path, "its schema version is " + std::to_string(version));
   if (version == 0 && has_user_objects(db))
     throw foreign_file_error(path, "it has tables but no runner schema version");
   if (version == kSchemaVersion) return;
@@ -102,11 +104,16 @@ void migrate(sqlite3* db, const std::filesystem::path& path) {
 }
 
 Connection open_checked_read_only(const std::filesystem::path& path, int& version) {
-  std::error_code ec;
-  // An unreadable directory sets `ec`; then SQLite reports the real reason.
-  if (!std::filesystem::exists(path, ec) && !ec) {
-    throw Error("database " + quoted(path) + " does not exist",
-                "run an experiment first with 'runner run FILE', or pass --db PATH");
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    // An unreadable directory; then SQLite reports the real reason below.
+    if (errno == ENOENT)
+      throw Error("database " + quoted(path) + " does not exist",
+                  "run an experiment first with 'runner run FILE', or pass --db PATH");
+  } else if (!S_ISREG(info.st_mode)) {
+    // SQLite would open a FIFO and wait for a writer forever.
+    throw foreign_file_error(path, S_ISDIR(info.st_mode) ? "it is a directory"
+                                                         : "it is not a regular file");
   }
   Connection db;
   try {
@@ -114,6 +121,8 @@ Connection open_checked_read_only(const std::filesystem::path& path, int& versio
     exec(db.get(), "PRAGMA busy_timeout = 5000");
     version = read_user_version(db.get());
     if (version > kSchemaVersion) throw newer_schema_error(path, version);
+    if (version < 0)
+      throw foreign_file_error(path, "its schema version is " + std::to_string(version));
     if (version == 0) {
       throw foreign_file_error(path, has_user_objects(db.get())
                                          ? "it has tables but no runner schema version"
@@ -182,7 +191,9 @@ void Store::check_writable(const std::filesystem::path& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0) {
     if (S_ISDIR(info.st_mode)) detail::throw_not_writable(path, EISDIR);
-    if (!S_ISREG(info.st_mode)) detail::throw_not_writable(path, EINVAL);
+    if (!S_ISREG(info.st_mode))
+      throw Error("cannot write database " + detail::quoted(path) + ": not a regular file",
+                  "choose a writable path with --db PATH or RUNNER_DB");
     if (::access(path.c_str(), W_OK) != 0) detail::throw_not_writable(path, errno);
   } else if (errno != ENOENT) {
     detail::throw_not_writable(path, errno);
@@ -199,6 +210,24 @@ Store Store::open(const std::filesystem::path& path) {
   // Ask the OS first: its reason ("Permission denied") is clearer than
   // SQLite's "unable to open database file".
   check_writable(path);
+  // A file that already holds something is identified read-only before it is
+  // opened for writing: switching to WAL would change another application's
+  // file (its header's bytes 18 and 19) before migrate() could refuse it.
+  if (struct stat info {}; ::stat(path.c_str(), &info) == 0 && info.st_size > 0) {
+    int version = 0;
+    try {
+      const Connection probe = detail::open_connection(path, SQLITE_OPEN_READONLY);
+      detail::exec(probe.get(), "PRAGMA busy_timeout = 5000");
+      version = detail::read_user_version(probe.get());
+      if (version > kSchemaVersion) throw detail::newer_schema_error(path, version);
+      if (version < 0)
+        throw detail::foreign_file_error(path, "its schema version is " + std::to_string(version));
+      if (version == 0 && detail::has_user_objects(probe.get()))
+        throw detail::foreign_file_error(path, "it has tables but no runner schema version");
+    } catch (const detail::SqliteError& e) {
+      detail::throw_open_error(path, e, false);
+    }
+  }
   Connection db;
   try {
     db = detail::open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);

@@ -215,6 +215,33 @@ TEST_F(BadInputTest, UnwritableDatabasePath) {
                       "hint: choose a writable path with --db PATH or RUNNER_DB\n");
 }
 
+TEST_F(BadInputTest, AForeignDatabaseIsRefusedAndLeftByteForByte) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE notes (text TEXT)", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string before = runner::test::slurp(db_);
+  const fs::path file = write("small.toml", kSmallTrain);
+  const Result r = runner("run " + file.string() + " " + db_arg());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: '" + db_.string() +
+                       "' is not a runner database: it has tables but no runner schema version\n"
+                       "hint: choose another file with --db PATH or RUNNER_DB\n");
+  EXPECT_EQ(runner::test::slurp(db_), before);
+}
+
+TEST_F(BadInputTest, AnEmptyDatabasePathIsRefusedBeforeAnythingRuns) {
+  const fs::path file = write("small.toml", kSmallTrain);
+  const Result r = runner("run " + file.string() + " --db ''");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: --db must name a file, found an empty path\n"
+                   "hint: pass --db PATH, or leave --db out for ./runner.db (or RUNNER_DB)\n");
+  EXPECT_FALSE(fs::exists(dir_ / "runner.db"));
+}
+
 TEST_F(BadInputTest, AnExistingDatabaseIsLeftUnchanged) {
   const fs::path good = write("good.toml", kSmallTrain);
   ASSERT_EQ(runner("run " + good.string() + " " + db_arg()).code, 0);

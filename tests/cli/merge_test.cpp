@@ -1,6 +1,7 @@
 // End to end: `runner merge` on shard databases written through the store,
 // checking exit codes, exact messages, the report and the rows merged.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
 #include <string>
@@ -120,6 +121,27 @@ TEST_F(MergeCliTest, ForeignInputIsBadInputAndWritesNothing) {
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
             "error: '" + b_.string() + "' is not a runner database: file is not a database");
   EXPECT_FALSE(fs::exists(all_));
+}
+
+TEST_F(MergeCliTest, AForeignTargetIsRefusedAndLeftByteForByte) {
+  write_shard(a_, {"t1"});
+  // Another application's SQLite file, in rollback-journal mode.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(all_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE notes (text TEXT); INSERT INTO notes VALUES ('x')",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string before = slurp(all_);
+  const Result r = runner("merge " + a_.string() + " --into " + all_.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "error: '" + all_.string() +
+                "' is not a runner database: it has tables but no runner schema version");
+  EXPECT_EQ(slurp(all_), before);
+  EXPECT_FALSE(fs::exists(all_.string() + "-wal"));
 }
 
 TEST_F(MergeCliTest, MergingADatabaseIntoItselfIsAnError) {

@@ -99,6 +99,44 @@ TEST_F(StoreTest, OtherApplicationsDatabaseIsRejected) {
                        "' is not a runner database: it has tables but no runner schema version");
 }
 
+std::string bytes_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(StoreTest, ARefusedFileIsNotModifiedByteForByte) {
+  // Another application's database in rollback-journal mode (header bytes
+  // 18-19 are 1, 1; WAL would make them 2, 2), one with a negative schema
+  // version, and one from a newer runner.
+  const std::string path = db_path_.string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"CREATE TABLE notes (text TEXT); INSERT INTO notes VALUES ('keep me');",
+       "'" + path + "' is not a runner database: it has tables but no runner schema version"},
+      {"CREATE TABLE notes (text TEXT); PRAGMA user_version = -1;",
+       "'" + path + "' is not a runner database: its schema version is -1"},
+      {"CREATE TABLE notes (text TEXT); PRAGMA user_version = 99;",
+       "database '" + path + "' has schema version 99, newer than this runner supports (3)"},
+  };
+  for (const auto& [sql, message] : cases) {
+    fs::remove(db_path_);
+    exec_raw(db_path_, sql);
+    const std::string before = bytes_of(db_path_);
+    ASSERT_EQ(before.substr(18, 2), std::string("\x01\x01", 2));
+    EXPECT_THROW_MSG(Store::open(db_path_), Error, message);
+    EXPECT_THROW_MSG(Store::open_read_only(db_path_), Error, message);
+    EXPECT_EQ(bytes_of(db_path_), before) << sql;
+    EXPECT_FALSE(fs::exists(db_path_.string() + "-wal")) << sql;
+  }
+}
+
+TEST_F(StoreTest, AFifoIsRefusedWithoutWaitingForAWriter) {
+  ASSERT_EQ(::mkfifo(db_path_.c_str(), 0600), 0);
+  EXPECT_THROW_MSG(Store::open_read_only(db_path_), Error,
+                   "'" + db_path_.string() + "' is not a runner database: it is not a regular file");
+  EXPECT_THROW_MSG(Store::open(db_path_), Error,
+                   "cannot write database '" + db_path_.string() + "': not a regular file");
+}
+
 TEST_F(StoreTest, EmptyFileBecomesAStore) {
   std::ofstream(db_path_).close();
   Store store = Store::open(db_path_);
