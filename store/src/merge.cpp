@@ -213,13 +213,15 @@ class Merger {
                    RUNNER_STALE_ERROR("runs") ") ELSE error END, "
                    "seed, rank, load_average, started_at, "
                    "CASE WHEN " RUNNER_IS_STALE("runs") " THEN heartbeat_at ELSE finished_at END, "
-                   "heartbeat_at, pid, signal, uuid FROM runs ORDER BY id");
+                   "heartbeat_at, pid, signal, uuid, claim, host, boot_id, pid_start "
+                   "FROM runs ORDER BY id");
     Statement find(dst_, "SELECT id FROM runs WHERE uuid = ?1");
     Statement insert(dst_,
                      "INSERT INTO runs (trial_id, fingerprint_id, repeat_index, kind, status, "
                      "error, seed, rank, load_average, started_at, finished_at, heartbeat_at, pid, "
-                     "signal, uuid) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+                     "signal, uuid, claim, host, boot_id, pid_start) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                     "?16, ?17, ?18, ?19)");
     while (read.step()) {
       const std::int64_t id = read.int64(0);
       if (read.text(5) == to_string(RunStatus::running)) {
@@ -240,7 +242,7 @@ class Merger {
       if (!read.is_null(2)) {
         insert.bind_int(2, mapped(fingerprints_, read.int64(2), "runs", "fingerprint"));
       }
-      for (int c = 3; c <= 15; ++c) insert.bind_column(c, read, c);
+      for (int c = 3; c <= 19; ++c) insert.bind_column(c, read, c);
       insert.run();
       runs_[id] = last_id();
       ++counts_.runs.added;

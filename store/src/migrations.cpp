@@ -332,6 +332,21 @@ JOIN trials AS t ON t.id = r.trial_id
 JOIN experiments AS e ON e.id = t.experiment_id;
 )sql";
 
+// Version 4 (hardening): claims and exact liveness. While a run is running
+// its `claim` is "identity:repeat:rank"; the partial unique index makes a
+// second live claim of one repetition impossible, so several runners on one
+// store share the plan and run each repetition once. `host`, `boot_id` and
+// `pid_start` identify the process that claimed the run beyond its pid (a
+// pid is reused; a reboot ends every process), so a dead runner's runs are
+// recognised the same way by dry runs and real ones.
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE runs ADD COLUMN claim TEXT;
+ALTER TABLE runs ADD COLUMN host TEXT;
+ALTER TABLE runs ADD COLUMN boot_id TEXT;
+ALTER TABLE runs ADD COLUMN pid_start INTEGER;
+CREATE UNIQUE INDEX runs_live_claim ON runs(claim) WHERE status = 'running';
+)sql";
+
 #undef RUNNER_NOW
 
 constexpr int parse_decimal(const char* text) {
@@ -342,7 +357,7 @@ constexpr int parse_decimal(const char* text) {
 static_assert(parse_decimal(RUNNER_STALE_SECONDS) == kStaleHeartbeatSeconds,
               "the views' stale threshold must match kStaleHeartbeatSeconds");
 
-constexpr std::array<const char*, 3> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3};
+constexpr std::array<const char*, 4> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

@@ -240,7 +240,8 @@ std::vector<RunningRun> Store::running_runs() const {
   return with_context("cannot list running runs", [&] {
     Statement query(db_.get(),
                     "SELECT runs.id, runs.pid, "
-                    "json_extract(fingerprints.json, '$.\"host.hostname\"') "
+                    "coalesce(runs.host, json_extract(fingerprints.json, '$.\"host.hostname\"')), "
+                    "runs.boot_id, runs.pid_start "
                     "FROM runs LEFT JOIN fingerprints ON fingerprints.id = runs.fingerprint_id "
                     "WHERE runs.status = 'running' ORDER BY runs.id");
     std::vector<RunningRun> out;
@@ -249,6 +250,8 @@ std::vector<RunningRun> Store::running_runs() const {
       run.run_id = query.int64(0);
       run.pid = query.is_null(1) ? 0 : query.int64(1);
       run.hostname = query.is_null(2) ? std::string() : query.text(2);
+      run.boot_id = query.is_null(3) ? std::string() : query.text(3);
+      run.pid_start = query.is_null(4) ? 0 : query.int64(4);
       out.push_back(std::move(run));
     }
     return out;

@@ -117,29 +117,78 @@ std::int64_t Store::upsert_fingerprint(const std::string& hash, const std::strin
   });
 }
 
+namespace {
+
+/// Inserts a run with status "running"; `claim` is NULL for a run that
+/// claims nothing (begin_run).
+std::int64_t insert_run(sqlite3* db, const RunStart& start, const std::string& claim) {
+  Statement insert(db,
+                   "INSERT INTO runs (trial_id, fingerprint_id, repeat_index, kind, status, "
+                   "seed, rank, load_average, pid, uuid, claim, host, boot_id, pid_start) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+  insert.bind_int(1, start.trial_id);
+  // 0 means "not fingerprinted"; a run is still worth recording without one.
+  if (start.fingerprint_id > 0) {
+    insert.bind_int(2, start.fingerprint_id);
+  } else {
+    insert.bind_null(2);
+  }
+  insert.bind_int(3, start.repeat_index);
+  insert.bind_text(4, to_string(start.kind));
+  insert.bind_text(5, to_string(RunStatus::running));
+  insert.bind_int(6, start.seed);
+  insert.bind_int(7, start.rank);
+  insert.bind_real(8, start.load_average);
+  insert.bind_int(9, start.pid > 0 ? start.pid : static_cast<std::int64_t>(::getpid()));
+  insert.bind_text(10, random_uuid());
+  insert.bind_text_or_null(11, claim);
+  insert.bind_text_or_null(12, start.host);
+  insert.bind_text_or_null(13, start.boot_id);
+  if (start.pid_start > 0) {
+    insert.bind_int(14, start.pid_start);
+  } else {
+    insert.bind_null(14);
+  }
+  insert.run();
+  return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db));
+}
+
+}  // namespace
+
 std::int64_t Store::begin_run(const RunStart& start) {
-  return with_context("cannot record the start of a run", [&] {
-    Statement insert(db_.get(),
-                     "INSERT INTO runs (trial_id, fingerprint_id, repeat_index, kind, status, "
-                     "seed, rank, load_average, pid, uuid) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-    insert.bind_int(1, start.trial_id);
-    // 0 means "not fingerprinted"; a run is still worth recording without one.
-    if (start.fingerprint_id > 0) {
-      insert.bind_int(2, start.fingerprint_id);
-    } else {
-      insert.bind_null(2);
+  return with_context("cannot record the start of a run",
+                      [&] { return insert_run(db_.get(), start, {}); });
+}
+
+std::optional<std::int64_t> Store::claim_run(const RunStart& start, const std::string& identity,
+                                             const ClaimDecision& decide) {
+  const std::string claim = identity + ":" + std::to_string(start.repeat_index) + ":" +
+                            std::to_string(start.rank);
+  return with_context("cannot claim a run of trial " + identity.substr(0, 12),
+                      [&]() -> std::optional<std::int64_t> {
+    Transaction tx(db_.get());
+    // A stale claim of this repetition (its runner stopped heartbeating) is
+    // over: every reader already shows it interrupted.
+    Statement stale(db_.get(),
+                    "UPDATE runs SET status = 'interrupted', finished_at = heartbeat_at, "
+                    "error = coalesce(error, " RUNNER_STALE_ERROR("runs") ") "
+                    "WHERE claim = ?1 AND " RUNNER_IS_STALE("runs"));
+    stale.bind_text(1, claim);
+    stale.run();
+    if (!decide(runs_of_identity(identity))) {
+      tx.commit();
+      return std::nullopt;
     }
-    insert.bind_int(3, start.repeat_index);
-    insert.bind_text(4, to_string(start.kind));
-    insert.bind_text(5, to_string(RunStatus::running));
-    insert.bind_int(6, start.seed);
-    insert.bind_int(7, start.rank);
-    insert.bind_real(8, start.load_average);
-    insert.bind_int(9, start.pid > 0 ? start.pid : static_cast<std::int64_t>(::getpid()));
-    insert.bind_text(10, random_uuid());
-    insert.run();
-    return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_.get()));
+    std::int64_t id = 0;
+    try {
+      id = insert_run(db_.get(), start, claim);
+    } catch (const SqliteError& e) {
+      // Another runner holds a live claim of this repetition (runs_live_claim).
+      if (e.primary_code() == SQLITE_CONSTRAINT) return std::nullopt;
+      throw;
+    }
+    tx.commit();
+    return id;
   });
 }
 

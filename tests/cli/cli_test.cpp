@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "runner/store/store.hpp"
 #include "runner/version.hpp"
 #include "support/cli_harness.hpp"
 
@@ -76,7 +77,7 @@ TEST_F(CliTest, RunRecordsExperimentTrialRunsSamplesAndFingerprint) {
   EXPECT_EQ(query("SELECT count(*) FROM run_plugins WHERE length(sha256) = 64"), 6);
   EXPECT_EQ(query("SELECT n FROM summaries WHERE metric = 'step_time' LIMIT 1"), 12);
   EXPECT_EQ(query("SELECT count(*) FROM metrics WHERE name = 'samples_per_s' AND value > 0"), 2);
-  EXPECT_EQ(query("PRAGMA user_version"), 3);
+  EXPECT_EQ(query("PRAGMA user_version"), runner::store::kSchemaVersion);
   EXPECT_EQ(query_text("SELECT json_extract(json, '$.\"gpu.name\"') FROM fingerprints"), "");
 
   // A second invocation resumes: everything is done, nothing runs.

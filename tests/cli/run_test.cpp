@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "support/cli_harness.hpp"
 
@@ -149,6 +150,13 @@ name = "long"
   EXPECT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(query("PRAGMA integrity_check"), "ok");
 
+  // At once, without waiting for the heartbeat to go stale, a dry run knows
+  // the runner is gone: its running run will be run again, not waited for.
+  const Result dry = runner("run " + file.string() + " --dry-run");
+  EXPECT_EQ(dry.code, 0) << dry.err;
+  EXPECT_EQ(dry.out.find("in another process"), std::string::npos) << dry.out;
+  EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'running'"), "1");  // not written
+
   const Result resumed = runner("run " + file.string());
   EXPECT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_EQ(query("PRAGMA integrity_check"), "ok");
@@ -157,6 +165,33 @@ name = "long"
   EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'running'"), "0");
   EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'interrupted'"),
             query("SELECT count(*) - 3 FROM runs"));
+}
+
+TEST_F(RunTest, RunnersStartedTogetherOnOneStoreRunEachRepetitionOnce) {
+  // 3 trials x 4 repetitions, each run long enough that four runners overlap.
+  const fs::path file = write("shared.toml", runner::test::tiny_experiment(
+                                                 {.model = "delay_us = 2000.0", .steps = 40,
+                                                  .rest = R"([experiment]
+name = "shared"
+repeats = 4
+[sweep]
+"optimizer.lr" = [0.1, 0.01, 0.001]
+)"}));
+  std::vector<pid_t> runners;
+  for (int i = 0; i < 4; ++i)
+    runners.push_back(spawn(command("run " + file.string()) + " >/dev/null 2>&1"));
+  for (const pid_t pid : runners) {
+    ASSERT_GT(pid, 0);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
+  EXPECT_EQ(query("SELECT count(*) FROM runs"), "12");
+  EXPECT_EQ(query("SELECT count(*) FROM (SELECT DISTINCT trial_id, repeat_index FROM runs "
+                  "WHERE status = 'finished')"),
+            "12");
+  EXPECT_EQ(query("PRAGMA integrity_check"), "ok");
 }
 
 TEST_F(RunTest, ShardsSplitTheRunsAndDryRunWritesNothing) {

@@ -216,7 +216,7 @@ TEST_F(StoreTest, MergeWithABadInputWritesNothing) {
                    "database '" + missing.string() + "' does not exist");
   EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, newer}), Error,
                    "database '" + newer.string() +
-                       "' has schema version 9, newer than this runner supports (3)");
+                       "' has schema version 9, newer than this runner supports (" + std::to_string(runner::store::kSchemaVersion) + ")");
   EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, foreign}), Error,
                    "'" + foreign.string() +
                        "' is not a runner database: it has tables but no runner schema version");

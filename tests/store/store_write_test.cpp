@@ -356,4 +356,82 @@ TEST_F(StoreTest, MarkInterruptedFinishesOnlyARunningRun) {
                    "cannot mark run 999 interrupted: no such run");
 }
 
+// --- claims (schema 4) -----------------------------------------------------------
+
+RunStart claim_start(std::int64_t trial, std::int64_t repeat) {
+  RunStart start;
+  start.trial_id = trial;
+  start.repeat_index = repeat;
+  start.kind = RunKind::train;
+  return start;
+}
+
+TEST_F(StoreTest, AClaimIsTakenOnceWhileItsRunIsRunning) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  const auto always = [](const std::vector<runner::store::TrialRun>&) { return true; };
+  const auto first = store.claim_run(claim_start(ids.trial, 0), "cfg1", always);
+  ASSERT_TRUE(first.has_value());
+  // A second runner asks for the same repetition while the first one runs:
+  // even a decision to run again (--force) cannot make two live claims.
+  EXPECT_FALSE(store.claim_run(claim_start(ids.trial, 0), "cfg1", always).has_value());
+  // Another repetition is another claim.
+  EXPECT_TRUE(store.claim_run(claim_start(ids.trial, 1), "cfg1", always).has_value());
+  // Once the run has a verdict, its repetition can be claimed again.
+  store.finish_run(*first, RunStatus::failed, "x", {}, {});
+  EXPECT_TRUE(store.claim_run(claim_start(ids.trial, 0), "cfg1", always).has_value());
+  EXPECT_EQ(query_int(handle(store), "SELECT count(*) FROM runs"), 3);
+  EXPECT_EQ(query_text(handle(store), "SELECT claim FROM runs WHERE id = " +
+                                          std::to_string(*first)),
+            "cfg1:0:0");
+}
+
+TEST_F(StoreTest, TheDecisionSeesEveryRunOfTheIdentityInsideTheClaim) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  const std::int64_t done = begin(store, ids, RunKind::train, 0);
+  store.finish_run(done, RunStatus::finished, "", {}, {});
+  std::vector<runner::store::TrialRun> seen;
+  const auto claimed = store.claim_run(claim_start(ids.trial, 0), "cfg1",
+                                       [&](const std::vector<runner::store::TrialRun>& existing) {
+                                         seen = existing;
+                                         return false;  // finished: resume skips it
+                                       });
+  EXPECT_FALSE(claimed.has_value());
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].run_id, done);
+  EXPECT_EQ(seen[0].status, RunStatus::finished);
+  EXPECT_EQ(query_int(handle(store), "SELECT count(*) FROM runs"), 1);
+}
+
+TEST_F(StoreTest, AStaleClaimGivesWayToANewOne) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  const auto always = [](const std::vector<runner::store::TrialRun>&) { return true; };
+  const auto old = store.claim_run(claim_start(ids.trial, 0), "cfg1", always);
+  ASSERT_TRUE(old.has_value());
+  age_heartbeat(handle(store), *old, 3600);  // its runner stopped an hour ago
+  const auto fresh = store.claim_run(claim_start(ids.trial, 0), "cfg1", always);
+  ASSERT_TRUE(fresh.has_value());
+  EXPECT_EQ(store.get_run(*old)->row.stored_status, RunStatus::interrupted);
+  EXPECT_EQ(store.get_run(*fresh)->row.stored_status, RunStatus::running);
+}
+
+TEST_F(StoreTest, ClaimsRecordWhatIdentifiesTheirProcess) {
+  Store store = Store::open(db_path_);
+  const Ids ids = add_trial(store);
+  RunStart start = claim_start(ids.trial, 0);
+  start.pid = 4242;
+  start.host = "node7";
+  start.boot_id = "b00t";
+  start.pid_start = 123456;
+  ASSERT_TRUE(store.claim_run(start, "cfg1", [](const auto&) { return true; }).has_value());
+  const auto running = store.running_runs();
+  ASSERT_EQ(running.size(), 1u);
+  EXPECT_EQ(running[0].pid, 4242);
+  EXPECT_EQ(running[0].hostname, "node7");
+  EXPECT_EQ(running[0].boot_id, "b00t");
+  EXPECT_EQ(running[0].pid_start, 123456);
+}
+
 }  // namespace

@@ -1,7 +1,9 @@
 #include "runner/scheduler/scheduler.hpp"
 
 #include <filesystem>
+#include <set>
 
+#include "liveness.hpp"
 #include "record.hpp"
 #include "runner/common/error.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
@@ -26,11 +28,20 @@ std::vector<PlannedRun> planned_runs(const PreparedExperiment& p, const Schedule
   return plan;
 }
 
-// What the store already holds for every trial (resume matches by identity).
+// What the store already holds for every trial (resume matches by identity),
+// with runs whose runner process is gone shown as the interrupted runs they
+// are (a dry run must not write that down, but must decide the same way).
 std::vector<std::vector<store::TrialRun>> existing_runs(const PreparedExperiment& p,
                                                         const store::Store& db) {
+  std::set<std::int64_t> gone;
+  for (const auto& run : db.running_runs())
+    if (liveness_of(run) == Liveness::gone) gone.insert(run.run_id);
   std::vector<std::vector<store::TrialRun>> existing;
-  for (const auto& identity : p.identities) existing.push_back(db.runs_of_identity(identity));
+  for (const auto& identity : p.identities) {
+    existing.push_back(db.runs_of_identity(identity));
+    for (auto& run : existing.back())
+      if (gone.count(run.run_id) != 0) run.status = store::RunStatus::interrupted;
+  }
   return existing;
 }
 
@@ -150,6 +161,7 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
   result.planned = todo.size();
   result.skipped = summary.skipped;
   Interrupts::install();
+  const ProcessIdentity me = this_process();
   double spent_s = 0;
   for (const PlannedRun& r : todo) {
     if (Interrupts::count() > 0) break;
@@ -160,7 +172,22 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
     start.kind = trial.experiment.kind;
     start.seed = static_cast<std::int64_t>(run_seed(trial.experiment, r.repeat));
     start.load_average = load_average_1m();
-    const auto run_id = connection->begin_run(start);
+    start.pid = me.pid;
+    start.host = me.host;
+    start.boot_id = me.boot_id;
+    start.pid_start = me.start;
+    // Decided again inside the claim: another runner on this store may have
+    // run this repetition, or be running it, since the plan was made.
+    const auto claimed = connection->claim_run(
+        start, p.identities[r.trial], [&](const std::vector<store::TrialRun>& existing) {
+          return skip_reason(existing, r.repeat, options.policy).empty();
+        });
+    if (!claimed) {
+      ++result.skipped;
+      ++result.taken;
+      continue;
+    }
+    const std::int64_t run_id = *claimed;
     connection->add_plugins(run_id, p.plugins[r.trial]);
 
     RunStarted started;

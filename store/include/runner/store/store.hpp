@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -31,7 +32,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -50,6 +51,10 @@ struct RunStart {
   std::int64_t rank = 0;
   double load_average = 0.0;       ///< 1-minute load at start (volatile, so not in the fingerprint)
   std::int64_t pid = 0;            ///< process that records the run; 0: the calling process
+  // What identifies that process beyond its pid (empty / 0: unknown), for liveness.
+  std::string host;                ///< its hostname
+  std::string boot_id;             ///< the boot it runs in (/proc/sys/kernel/random/boot_id)
+  std::int64_t pid_start = 0;      ///< its start time, clock ticks after boot (/proc/PID/stat)
 };
 
 /// A plugin library used by a run.
@@ -151,8 +156,10 @@ struct TrialInfo {
 /// A run whose stored status is "running", with what identifies its process.
 struct RunningRun {
   std::int64_t run_id = 0;
-  std::int64_t pid = 0;      ///< 0: unknown
-  std::string hostname;      ///< from the run's fingerprint; empty: unknown
+  std::int64_t pid = 0;        ///< 0: unknown
+  std::string hostname;        ///< recorded with the run, else from its fingerprint; empty: unknown
+  std::string boot_id;         ///< empty: unknown (runs recorded before schema 4)
+  std::int64_t pid_start = 0;  ///< 0: unknown
 };
 
 /// Rows of one table handled by a merge.
@@ -217,6 +224,18 @@ class Store {
   /// Inserts a run with status "running", started_at = heartbeat_at = now,
   /// the process id and a fresh random uuid.
   std::int64_t begin_run(const RunStart& start);
+  /// Decides, from every run recorded for a trial identity, whether one more
+  /// should run (resume policy); called inside claim_run's transaction.
+  using ClaimDecision = std::function<bool(const std::vector<TrialRun>& existing)>;
+  /// Claims repetition `start.repeat_index` of the trial with `identity` and
+  /// inserts its run as "running", atomically: in one write transaction that
+  /// first finishes stale claims of that repetition as interrupted, then asks
+  /// `decide` (with the effective statuses of every run of the identity), and
+  /// inserts only if it says so and no live claim exists (a unique index
+  /// enforces it, whatever other processes do). Returns the run id, or
+  /// nothing when the repetition is not to run or another runner holds it.
+  std::optional<std::int64_t> claim_run(const RunStart& start, const std::string& identity,
+                                        const ClaimDecision& decide);
   /// Records the plugin libraries the run loaded.
   void add_plugins(std::int64_t run_id, const std::vector<PluginRecord>& plugins);
   /// Appends samples in one transaction.

@@ -109,7 +109,8 @@ enum class StopReason {
 struct SweepResult {
   std::size_t planned = 0;             ///< runs to run after resume
   std::size_t done = 0;                ///< runs executed now
-  std::size_t skipped = 0;             ///< runs skipped as already done
+  std::size_t skipped = 0;             ///< runs skipped as already done (taken included)
+  std::size_t taken = 0;               ///< of those, runs another runner claimed meanwhile
   std::int64_t failures = 0;           ///< runs that ended other than finished or interrupted
   std::int64_t consecutive_failures = 0;
   StopReason stop = StopReason::none;
