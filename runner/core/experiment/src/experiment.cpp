@@ -63,6 +63,11 @@ std::string json_value(const OptionValue& value) {
     std::string operator()(const std::string& s) const { return json_quote(s); }
     std::string operator()(const std::vector<std::int64_t>& v) const { return json_array(v); }
     std::string operator()(const std::vector<double>& v) const { return json_array(v); }
+    std::string operator()(const std::vector<std::string>& v) const {
+      std::string out = "[";
+      for (std::size_t i = 0; i < v.size(); ++i) out += (i > 0 ? "," : "") + json_quote(v[i]);
+      return out + "]";
+    }
   };
   return std::visit(Visitor{}, value);
 }
