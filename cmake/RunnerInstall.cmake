@@ -22,9 +22,13 @@ include(CMakePackageConfigHelpers)
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/runner-install/runnerConfigVersion.cmake"
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 
+# The installed binary finds the LibTorch it was linked with.
+set_target_properties(runner PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS runner RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# The host looks for built-in plugins at <bindir>/../lib/runner/plugins.
-install(TARGETS mlp sgd synthetic LIBRARY DESTINATION lib/runner/plugins)
+# The host looks for built-in plugins at <bindir>/../lib/runner/plugins; the
+# list is the one runner_add_builtin_plugin() fills (plugins/CMakeLists.txt).
+get_property(RUNNER_BUILTIN_PLUGINS GLOBAL PROPERTY RUNNER_BUILTIN_PLUGINS)
+install(TARGETS ${RUNNER_BUILTIN_PLUGINS} LIBRARY DESTINATION lib/runner/plugins)
 install(DIRECTORY runner/sdk/include/runner DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp")
 install(FILES "${PROJECT_BINARY_DIR}/generated/include/runner/version.hpp"

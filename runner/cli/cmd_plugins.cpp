@@ -22,7 +22,13 @@ std::string constraints_of(const OptionSpec& spec) {
   else if (spec.min) parts.push_back(">= " + number(*spec.min));
   else if (spec.max) parts.push_back("<= " + number(*spec.max));
   if (!spec.choices.empty()) parts.push_back(join(spec.choices, "|"));
-  if (spec.min_items > 0) parts.push_back(">= " + std::to_string(spec.min_items) + " items");
+  if (spec.max_items && *spec.max_items == spec.min_items)
+    parts.push_back(std::to_string(spec.min_items) + " items");
+  else if (spec.max_items)
+    parts.push_back(std::to_string(spec.min_items) + ".." + std::to_string(*spec.max_items) +
+                    " items");
+  else if (spec.min_items > 0)
+    parts.push_back(">= " + std::to_string(spec.min_items) + " items");
   return parts.empty() ? "-" : join(parts, ", ");
 }
 

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <toml++/toml.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -114,7 +115,11 @@ TEST_F(CliTest, AFailedRunExitsOneAndIsRecordedWithItsError) {
              runner::test::test_plugins("good").string());
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
-  EXPECT_EQ(query_text("SELECT error FROM runs"), "tiny_linear: forward failed on purpose");
+  EXPECT_EQ(query_text("SELECT error FROM runs"),
+            "model plugin 'tiny_linear' (" +
+                fs::canonical(runner::test::test_plugins("good") / "runner_plugin_test_good.so")
+                    .string() +
+                ") failed in forward: forward failed on purpose");
   EXPECT_EQ(query("SELECT count(*) FROM samples"), 2);
 }
 
@@ -189,7 +194,7 @@ TEST_F(BadInputTest, UnknownPluginListsTheAvailableOnes) {
   expect_rejected("run " + file.string(),
                   "error: " + file.string() +
                       ":6:10: unknown model plugin 'mpl'; did you mean 'mlp'?\n"
-                      "hint: available model plugins: mlp; run 'runner plugins' to see what "
+                      "hint: available model plugins: convnet, mlp; run 'runner plugins' to see what "
                       "is loaded\n");
 }
 
@@ -205,6 +210,23 @@ TEST_F(BadInputTest, MismatchedPluginAbiNamesTheFile) {
                 "' does not match this runner: SDK ABI version: expected " +
                 std::to_string(RUNNER_SDK_ABI_VERSION) + ", found 999");
   EXPECT_FALSE(fs::exists(db_));
+}
+
+TEST_F(BadInputTest, ALibraryThatIsNotARunnerPluginNeverRuns) {
+  // Its constructor would write the marker and abort: validate must refuse it
+  // from its file, exit 2, and never load it.
+  const fs::path file = write("abi.toml", kSmallTrain);
+  const fs::path marker = dir_ / "loaded";
+  ::setenv("RUNNER_TEST_MARKER", marker.c_str(), 1);
+  const fs::path lib = fs::canonical(runner::test::test_plugins("record_none") /
+                                     "runner_plugin_test_record_none.so");
+  const Result r = runner("validate " + file.string() + " --plugin-path " + lib.string());
+  ::unsetenv("RUNNER_TEST_MARKER");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "error: '" + lib.string() +
+                "' is not a runner plugin: it has no ABI record (no .runner_plugin_abi section)");
+  EXPECT_FALSE(fs::exists(marker));
 }
 
 TEST_F(BadInputTest, UnwritableDatabasePath) {

@@ -22,6 +22,10 @@ using runner::test::spawn;
 using runner::test::wait_until;
 
 const fs::path kGood = runner::test::test_plugins("good");
+// What a run records when tiny_linear's forward throws: the plugin and its library named.
+const std::string kForwardFailed =
+    "model plugin 'tiny_linear' (" + fs::canonical(kGood / "runner_plugin_test_good.so").string() +
+    ") failed in forward: forward failed on purpose";
 
 class RunTest : public runner::test::CliTestBase {
  protected:
@@ -82,8 +86,7 @@ TEST_F(RunTest, EachFailureIsRecordedWithItsStatusAndTheSweepGoesOn) {
             "killed by signal 11 (Segmentation fault)|11");
   EXPECT_EQ(query("SELECT error FROM runs WHERE status = 'timeout'"),
             "exceeded the timeout of 2s and was killed");
-  EXPECT_EQ(query("SELECT error FROM runs WHERE status = 'failed'"),
-            "tiny_linear: forward failed on purpose");
+  EXPECT_EQ(query("SELECT error FROM runs WHERE status = 'failed'"), kForwardFailed);
   EXPECT_EQ(query("SELECT error FROM runs WHERE status = 'diverged'"), "loss is nan at step 3");
   // What the failing runs measured before failing is kept.
   EXPECT_EQ(query("SELECT count(*) FROM samples JOIN runs ON runs.id = samples.run_id "
@@ -128,8 +131,7 @@ TEST_F(RunTest, InProcessRunsRecordTheSameWay) {
       write("ok.toml", runner::test::tiny_experiment({.model = "throw_at_step = 2", .steps = 5}));
   const Result r = runner("run " + file.string() + " --isolate none");
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(query("SELECT status || '|' || error FROM runs"),
-            "failed|tiny_linear: forward failed on purpose");
+  EXPECT_EQ(query("SELECT status || '|' || error FROM runs"), "failed|" + kForwardFailed);
 }
 
 TEST_F(RunTest, ARunnerKilledMidSweepLeavesASoundDatabaseAndResumeCompletesIt) {
@@ -318,7 +320,7 @@ TEST_F(RunTest, ADistributedSweepRecordsTheCommPhaseAndNamesAFailingRank) {
   EXPECT_EQ(query("SELECT group_concat(status, ',') FROM (SELECT status FROM runs ORDER BY id)"),
             "finished,failed");
   const std::string error = query("SELECT error FROM runs WHERE id = 2");
-  const std::string expected = "rank 1: tiny_linear: forward failed on purpose (rank 0: ";
+  const std::string expected = "rank 1: " + kForwardFailed + " (rank 0: ";
   EXPECT_EQ(error.substr(0, expected.size()), expected) << error;
   // The healthy run: every measured step has a comm phase, and the hook's library is recorded.
   EXPECT_EQ(query("SELECT count(*) FROM samples WHERE run_id = 1 AND warmup = 0 AND comm_ns > 0"),

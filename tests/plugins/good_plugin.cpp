@@ -42,7 +42,7 @@ class TinyLinear final : public runner::Model {
       // sets the stop flag, which a hung plugin never looks at).
       for (;;) ::pause();
     }
-    if (calls_++ == throw_at_) throw std::runtime_error("tiny_linear: forward failed on purpose");
+    if (calls_++ == throw_at_) throw std::runtime_error("forward failed on purpose");
     if (delay_.count() > 0) {
       // A known, injected cost (busy-waiting: a sleep would add the
       // scheduler's wake-up latency, which is neither known nor stable).

@@ -32,10 +32,14 @@ class AllReduce final : public runner::CommHook {
   }
 };
 
+struct CompressedOptions {
+  std::string dtype = "fp16";
+};
+
 class CompressedAllReduce final : public runner::CommHook {
  public:
-  explicit CompressedAllReduce(const runner::Options& options)
-      : wire_(options.string("dtype") == "bf16" ? torch::kBFloat16 : torch::kHalf) {}
+  explicit CompressedAllReduce(const CompressedOptions& options)
+      : wire_(options.dtype == "bf16" ? torch::kBFloat16 : torch::kHalf) {}
 
   runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
                             c10d::ProcessGroup& group) override {
@@ -56,14 +60,13 @@ void register_plugins(runner::Registrar& registrar) {
   registrar.add_comm_hook("allreduce", "mean of each gradient bucket over the ranks (DDP's default)",
                           runner::OptionSchema{},
                           [](const runner::Options&) { return std::make_unique<AllReduce>(); });
-  runner::OptionSchema compressed;
-  compressed.string("dtype", "fp16", "precision on the wire").one_of({"fp16", "bf16"});
+  runner::OptionBinder<CompressedOptions> compressed;
+  compressed.field("dtype", &CompressedOptions::dtype, "precision on the wire")
+      .one_of({"fp16", "bf16"});
   registrar.add_comm_hook(
       "compressed_allreduce",
       "mean over the ranks sent in half precision (DDP's fp16/bf16 compression hook)",
-      std::move(compressed), [](const runner::Options& o) {
-        return std::make_unique<CompressedAllReduce>(o);
-      });
+      compressed, [](const CompressedOptions& o) { return std::make_unique<CompressedAllReduce>(o); });
 }
 
 }  // namespace

@@ -9,16 +9,22 @@
 
 namespace {
 
+struct SyntheticOptions {
+  std::vector<std::int64_t> shape{64};
+  std::int64_t classes = 10;
+  std::int64_t size = 4096;
+  double label_noise = 0.0;
+  std::int64_t data_seed = 0;
+};
+
 class Synthetic final : public runner::Loader {
  public:
-  Synthetic(const runner::Options& options, const runner::LoaderContext& context) {
-    shape_ = options.integers("shape");
-    classes_ = options.integer("classes");
-    size_ = options.integer("size");
+  Synthetic(const SyntheticOptions& options, const runner::LoaderContext& context)
+      : shape_(options.shape), classes_(options.classes), size_(options.size) {
     // A private generator: the data set is a function of the seed alone, not
     // of whatever else touched LibTorch's global generator.
     auto generator = at::make_generator<at::CPUGeneratorImpl>(
-        context.seed ^ static_cast<std::uint64_t>(options.integer("data_seed")));
+        context.seed ^ static_cast<std::uint64_t>(options.data_seed));
     std::vector<std::int64_t> full{size_};
     full.insert(full.end(), shape_.begin(), shape_.end());
     inputs_ = at::randn(full, generator, torch::kFloat32);
@@ -27,9 +33,8 @@ class Synthetic final : public runner::Loader {
     const torch::Tensor teacher = at::randn({features, classes_}, generator, torch::kFloat32);
     const torch::Tensor flat = inputs_.reshape({size_, features});
     targets_ = flat.matmul(teacher).argmax(1);
-    const double noise = options.number("label_noise");
-    if (noise > 0) {
-      const torch::Tensor flip = at::rand({size_}, generator) < noise;
+    if (options.label_noise > 0) {
+      const torch::Tensor flip = at::rand({size_}, generator) < options.label_noise;
       const torch::Tensor random_labels = at::randint(classes_, {size_}, generator, torch::kLong);
       targets_ = torch::where(flip, random_labels, targets_);
     }
@@ -57,16 +62,18 @@ class Synthetic final : public runner::Loader {
 };
 
 void register_plugins(runner::Registrar& registrar) {
-  runner::OptionSchema options;
-  options.integers("shape", {64}, "shape of one input sample").range(1, 1 << 24).at_least(1);
-  options.integer("classes", 10, "number of classes").range(2, 1 << 20);
-  options.integer("size", 4096, "number of samples in the data set").range(1, 1LL << 32);
-  options.number("label_noise", 0.0, "fraction of labels replaced at random").range(0.0, 1.0);
-  options.integer("data_seed", 0, "mixed with the run seed to pick the data set").range(0, std::nullopt);
+  using O = SyntheticOptions;
+  runner::OptionBinder<O> options;
+  options.field("shape", &O::shape, "shape of one input sample").range(1, 1 << 24).at_least(1);
+  options.field("classes", &O::classes, "number of classes").range(2, 1 << 20);
+  options.field("size", &O::size, "number of samples in the data set").range(1, 1LL << 32);
+  options.field("label_noise", &O::label_noise, "fraction of labels replaced at random")
+      .range(0.0, 1.0);
+  options.field("data_seed", &O::data_seed, "mixed with the run seed to pick the data set")
+      .range(0, std::nullopt);
   registrar.add_loader("synthetic",
                        "seeded in-memory classification data; labels from a random linear teacher",
-                       std::move(options),
-                       [](const runner::Options& o, const runner::LoaderContext& ctx) {
+                       options, [](const O& o, const runner::LoaderContext& ctx) {
                          return std::make_unique<Synthetic>(o, ctx);
                        });
 }

@@ -7,16 +7,21 @@
 
 namespace {
 
+struct SgdOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+};
+
 class Sgd final : public runner::Optimizer {
  public:
-  Sgd(const runner::Options& options, const runner::OptimizerContext& context) {
-    const bool nesterov = options.boolean("nesterov");
-    const double momentum = options.number("momentum");
+  Sgd(const SgdOptions& o, const runner::OptimizerContext& context) {
     // LibTorch would throw later with a less helpful message.
-    if (nesterov && momentum <= 0.0)
+    if (o.nesterov && o.momentum <= 0.0)
       throw std::invalid_argument("nesterov = true needs momentum > 0");
-    torch::optim::SGDOptions sgd_options(options.number("lr"));
-    sgd_options.momentum(momentum).nesterov(nesterov).weight_decay(options.number("weight_decay"));
+    torch::optim::SGDOptions sgd_options(o.lr);
+    sgd_options.momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay);
     optimizer_ = std::make_unique<torch::optim::SGD>(context.parameters, sgd_options);
   }
 
@@ -27,14 +32,13 @@ class Sgd final : public runner::Optimizer {
 };
 
 void register_plugins(runner::Registrar& registrar) {
-  runner::OptionSchema options;
-  options.number("lr", 0.01, "learning rate").range(0.0, std::nullopt);
-  options.number("momentum", 0.0, "momentum factor").range(0.0, 1.0);
-  options.boolean("nesterov", false, "Nesterov momentum (needs momentum > 0)");
-  options.number("weight_decay", 0.0, "L2 penalty").range(0.0, std::nullopt);
-  registrar.add_optimizer("sgd", "stochastic gradient descent (torch::optim::SGD)",
-                          std::move(options),
-                          [](const runner::Options& o, const runner::OptimizerContext& ctx) {
+  runner::OptionBinder<SgdOptions> options;
+  options.field("lr", &SgdOptions::lr, "learning rate").range(0.0, std::nullopt);
+  options.field("momentum", &SgdOptions::momentum, "momentum factor").range(0.0, 1.0);
+  options.field("nesterov", &SgdOptions::nesterov, "Nesterov momentum (needs momentum > 0)");
+  options.field("weight_decay", &SgdOptions::weight_decay, "L2 penalty").range(0.0, std::nullopt);
+  registrar.add_optimizer("sgd", "stochastic gradient descent (torch::optim::SGD)", options,
+                          [](const SgdOptions& o, const runner::OptimizerContext& ctx) {
                             return std::make_unique<Sgd>(o, ctx);
                           });
 }

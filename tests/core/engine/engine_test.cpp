@@ -16,6 +16,11 @@ using runner::store::Phase;
 
 const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
 const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
+const fs::path kExamples = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "examples";
+// What a run records when tiny_linear's forward throws: the plugin and its library named.
+const std::string kForwardFailed =
+    "model plugin 'tiny_linear' (" + fs::canonical(kGood / "runner_plugin_test_good.so").string() +
+    ") failed in forward: forward failed on purpose";
 
 runner::Options synthetic_options(std::int64_t size) {
   return runner::Options({{"shape", std::vector<std::int64_t>{16}},
@@ -52,6 +57,7 @@ class EngineTest : public ::testing::Test {
   void SetUp() override {
     host_.load(kBuiltins);
     host_.load(kGood);
+    host_.load(kExamples);
   }
   runner::RunOutcome run(const runner::Experiment& e) {
     runner::RunRequest request;
@@ -122,6 +128,50 @@ TEST_F(EngineTest, SameSeedGivesTheSameLossCurve) {
   EXPECT_NE(run(other).samples[0].loss, a.samples[0].loss);
 }
 
+// The worked examples of docs/plugins.md, trained: the convnet model and the
+// grouped_adamw optimizer (typed options, parameter groups from named parameters).
+runner::PluginChoice grouped_adamw(double lr) {
+  return {"grouped_adamw",
+          runner::Options({{"lr", lr},
+                           {"betas", std::vector<double>{0.9, 0.999}},
+                           {"eps", 1e-8},
+                           {"weight_decay", 0.01},
+                           {"no_decay", std::vector<std::string>{"bias", "norm"}}}),
+          {}};
+}
+
+TEST_F(EngineTest, TheConvNetLearnsWithTheGroupedAdamWExample) {
+  runner::Experiment e = mlp_experiment();
+  e.model = {"convnet",
+             runner::Options({{"channels", std::vector<std::int64_t>{8, 16}},
+                              {"batch_norm", true},
+                              {"dropout", 0.0}}),
+             {}};
+  e.data = runner::PluginChoice{
+      "synthetic",
+      runner::Options({{"shape", std::vector<std::int64_t>{3, 8, 8}},
+                       {"classes", std::int64_t{4}},
+                       {"size", std::int64_t{512}},
+                       {"label_noise", 0.0},
+                       {"data_seed", std::int64_t{0}}}),
+      {}};
+  e.optimizer = grouped_adamw(0.01);
+  e.train.steps = 80;
+  const runner::RunOutcome out = run(e);
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
+  EXPECT_LT(metric(out, "loss_final"), 0.7 * metric(out, "loss_initial"));
+  EXPECT_EQ(metric(out, "flops_per_sample"),
+            2.0 * (3 * 9 * 8 * 8 * 8 + 8 * 9 * 16 * 4 * 4 + 16 * 2 * 2 * 4));
+}
+
+TEST_F(EngineTest, TheMlpLearnsWithTheGroupedAdamWExample) {
+  runner::Experiment e = mlp_experiment();
+  e.optimizer = grouped_adamw(0.01);
+  const runner::RunOutcome out = run(e);
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
+  EXPECT_LT(metric(out, "loss_final"), 0.6 * metric(out, "loss_initial"));
+}
+
 TEST_F(EngineTest, InferMeasuresLatencyWithoutBackwardOrOptimizer) {
   runner::Experiment e = mlp_experiment();
   e.kind = runner::RunKind::infer;
@@ -186,7 +236,7 @@ runner::Experiment tiny_experiment(std::int64_t throw_at, std::int64_t nan_at) {
 TEST_F(EngineTest, AThrowingPluginFailsTheRunAndKeepsWhatWasMeasured) {
   const auto out = run(tiny_experiment(6, -1));
   EXPECT_EQ(out.status, runner::store::RunStatus::failed);
-  EXPECT_EQ(out.error, "tiny_linear: forward failed on purpose");
+  EXPECT_EQ(out.error, kForwardFailed);
   EXPECT_EQ(out.samples.size(), 6u);
 }
 
@@ -286,7 +336,7 @@ TEST_F(EngineTest, AGroupOfOneStillRunsTheHook) {
 TEST_F(EngineTest, AnotherRanksExceptionFailsTheRunNamingThatRank) {
   const auto out = run(distributed(with(tiny_experiment(5, -1), "fail_rank", 1), 2));
   EXPECT_EQ(out.status, runner::store::RunStatus::failed);
-  const std::string expected = "rank 1: tiny_linear: forward failed on purpose (rank 0: ";
+  const std::string expected = "rank 1: " + kForwardFailed + " (rank 0: ";
   EXPECT_EQ(out.error.substr(0, expected.size()), expected) << out.error;
 }
 
@@ -301,7 +351,7 @@ TEST_F(EngineTest, AnotherRanksCrashFailsTheRunNamingThatRankAndSignal) {
 TEST_F(EngineTest, RankZerosOwnFailureIsReportedAsItself) {
   const auto out = run(distributed(with(tiny_experiment(5, -1), "fail_rank", 0), 2));
   EXPECT_EQ(out.status, runner::store::RunStatus::failed);
-  EXPECT_EQ(out.error, "tiny_linear: forward failed on purpose");
+  EXPECT_EQ(out.error, kForwardFailed);
   EXPECT_EQ(out.samples.size(), 5u);
 }
 

@@ -107,6 +107,21 @@ TEST_F(ReducerTest, AllreduceAveragesEveryGradientAcrossRanks) {
   EXPECT_EQ(sent, (std::vector<std::int64_t>{40, 40}));
 }
 
+TEST_F(ReducerTest, AnExceptionInAHookNamesThePluginAndItsLibrary) {
+  std::vector<std::unique_ptr<runner::CommHook>> hooks;
+  hooks.push_back(hook("compressed_allreduce", runner::Options({{"dtype", std::string("fp16")}})));
+  hooks.push_back(hook("compressed_allreduce", runner::Options({{"dtype", std::string("fp16")}})));
+  const auto errors = on_two_ranks([&](int rank, c10d::ProcessGroup& group) {
+    // An undefined bucket: the hook's first cast throws, before any collective.
+    (void)hooks[static_cast<std::size_t>(rank)]->reduce(torch::Tensor(), 0, group);
+  });
+  const std::string prefix =
+      "comm_hook plugin 'compressed_allreduce' (" +
+      host_.library_of(runner::PluginKind::comm_hook, "compressed_allreduce").path.string() +
+      ") failed in reduce: ";
+  for (const std::string& error : errors) EXPECT_EQ(error.substr(0, prefix.size()), prefix) << error;
+}
+
 TEST_F(ReducerTest, CompressedAllreduceSendsHalfTheBytes) {
   std::vector<std::unique_ptr<runner::CommHook>> hooks;
   for (int i = 0; i < 2; ++i)

@@ -76,6 +76,13 @@ inline FakeCatalog standard_catalog() {
   adam.numbers("betas", {0.9, 0.999}, "moment decay").range(0.0, 1.0).at_least(2);
   catalog.add(PluginKind::optimizer, "adam", adam);
 
+  OptionSchema lamb;
+  lamb.numbers("betas", {0.9, 0.999}, "moment decay").range(0.0, 1.0).items(2, 2);
+  lamb.strings("no_decay", {"bias", "norm"}, "exempt from weight decay").items(0, 3);
+  lamb.strings("groups", {"a"}, "named groups").one_of({"a", "b"}).items(1, 2);
+  lamb.integers("sizes", {}, "at most two").items(0, 2);
+  catalog.add(PluginKind::optimizer, "lamb", lamb);
+
   catalog.add(PluginKind::comm_hook, "allreduce", OptionSchema{});
   OptionSchema compressed;
   compressed.string("dtype", "fp16", "precision on the wire").one_of({"fp16", "bf16"});

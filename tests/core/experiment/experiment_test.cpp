@@ -463,6 +463,43 @@ TEST_F(ExperimentTest, ListOptionTypeErrors) {
                    at(7, 9) + "'optimizer.betas' must be a list of numbers, found a float");
 }
 
+TEST_F(ExperimentTest, StringListOptions) {
+  auto lamb = [&](const std::string& line) {
+    return load(kModel + kData + "[optimizer]\nplugin = \"lamb\"\n" + line + "\n");
+  };
+  const Experiment e = lamb("no_decay = [\"ln\", \"bias\"]");
+  EXPECT_EQ(e.optimizer->options.strings("no_decay"), (std::vector<std::string>{"ln", "bias"}));
+  EXPECT_EQ(e.optimizer->options.strings("groups"), std::vector<std::string>{"a"});  // default
+  // Canonical JSON: an array of JSON strings, in the given order.
+  EXPECT_NE(e.resolved_json().find("\"no_decay\":[\"ln\",\"bias\"]"), std::string::npos)
+      << e.resolved_json();
+  EXPECT_TRUE(lamb("no_decay = []").optimizer->options.strings("no_decay").empty());
+  EXPECT_THROW_MSG(lamb("no_decay = \"bias\""), Error,
+                   at(7, 12) + "'optimizer.no_decay' must be a list of strings, found a string");
+  EXPECT_THROW_MSG(lamb("no_decay = [\"bias\", 1]"), Error,
+                   at(7, 21) + "'optimizer.no_decay[1]' must be a string, found an integer");
+  EXPECT_THROW_MSG(lamb("groups = [\"a\", \"c\"]"), Error,
+                   at(7, 16) + "'optimizer.groups[1]' must be one of \"a\", \"b\", found \"c\"");
+}
+
+TEST_F(ExperimentTest, ListLengthBounds) {
+  auto lamb = [&](const std::string& line) {
+    return load(kModel + kData + "[optimizer]\nplugin = \"lamb\"\n" + line + "\n");
+  };
+  EXPECT_EQ(lamb("betas = [0.8, 0.9]").optimizer->options.numbers("betas"),
+            (std::vector<double>{0.8, 0.9}));
+  EXPECT_THROW_MSG(lamb("betas = [0.9]"), Error,
+                   at(7, 9) + "'optimizer.betas' must have exactly 2 items, found 1");
+  EXPECT_THROW_MSG(lamb("betas = [0.9, 0.9, 0.9]"), Error,
+                   at(7, 9) + "'optimizer.betas' must have exactly 2 items, found 3");
+  EXPECT_THROW_MSG(lamb("no_decay = [\"a\", \"b\", \"c\", \"d\"]"), Error,
+                   at(7, 12) + "'optimizer.no_decay' must have at most 3 items, found 4");
+  EXPECT_THROW_MSG(lamb("groups = []"), Error,
+                   at(7, 10) + "'optimizer.groups' must have between 1 and 2 items, found 0");
+  EXPECT_THROW_MSG(lamb("sizes = [1, 2, 3]"), Error,
+                   at(7, 9) + "'optimizer.sizes' must have at most 2 items, found 3");
+}
+
 TEST_F(ExperimentTest, NumberListAcceptsIntegers) {
   const Experiment e = load(kModel + kData + "[optimizer]\nplugin = \"adam\"\nbetas = [1, 0.5]\n");
   EXPECT_EQ(e.optimizer->options.numbers("betas"), (std::vector<double>{1.0, 0.5}));

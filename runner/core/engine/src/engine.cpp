@@ -113,6 +113,7 @@ struct Workload {
   std::unique_ptr<Loader> loader;
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
+  const PluginDescriptor* optimizer_plugin = nullptr;  // names it when LibTorch's step throws
   std::unique_ptr<BatchSource> batches;
   std::int64_t batch_size = 0;
   // Data-parallel runs: the group, the hook and the gradient reducer.
@@ -150,14 +151,13 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
         w.model->example_batch(exp.data_settings.batch_size, device), device);
   }
   if (exp.kind == RunKind::train) {
-    OptimizerContext optimizer_context;
-    for (const auto& p : w.model->module().parameters())
-      if (p.requires_grad()) optimizer_context.parameters.push_back(p);
-    optimizer_context.total_steps =
+    const OptimizerContext optimizer_context = make_optimizer_context(
+        w.model->module(),
         exp.train.steps + (exp.train.warmup < 0 ? WarmupDetector::for_steps(exp.train.steps).max_steps()
-                                                : exp.train.warmup);
+                                                : exp.train.warmup));
     w.optimizer = host.make_optimizer(exp.optimizer->plugin, exp.optimizer->options,
                                       optimizer_context);
+    w.optimizer_plugin = host.find(PluginKind::optimizer, exp.optimizer->plugin);
   }
   if (rank.rendezvous != nullptr) {
     // Every rank starts from rank 0's parameters, as DDP does.
@@ -226,14 +226,14 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
   torch::Tensor loss = w.model->loss(output, batch);
   clock.end_phase(Phase::forward);
   torch::optim::Optimizer& optimizer = w.optimizer->get();
-  optimizer.zero_grad();
+  call_plugin(*w.optimizer_plugin, "zero_grad", [&] { optimizer.zero_grad(); });
   loss.backward();
   clock.end_phase(Phase::backward);
   if (w.reducer) {
     w.comm_bytes = w.reducer->reduce();
     clock.end_phase(Phase::comm);
   }
-  optimizer.step();
+  call_plugin(*w.optimizer_plugin, "step", [&] { optimizer.step(); });
   w.optimizer->on_step_end(step);
   clock.end_phase(Phase::optimizer);
   return loss;  // its graph is freed by backward; read with item() after the step's clock stops

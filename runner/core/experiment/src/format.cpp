@@ -518,6 +518,26 @@ OptionValue Checker::read(const OptionSpec& spec, const toml::node& node,
         return items;
       }
       break;
+    case OptionType::string_list:
+      if (const auto* array = node.as_array()) {
+        check_items(spec, *array, dotted, hint);
+        std::vector<std::string> items;
+        for (std::size_t i = 0; i < array->size(); ++i) {
+          const toml::node& item = *array->get(i);
+          const std::string name = dotted + "[" + std::to_string(i) + "]";
+          const auto* text = item.as_string();
+          if (text == nullptr)
+            fail(item, "'" + name + "' must be a string, found " + describe(item), hint);
+          if (!spec.choices.empty() &&
+              std::find(spec.choices.begin(), spec.choices.end(), text->get()) ==
+                  spec.choices.end())
+            fail(item, "'" + name + "' must be one of " + quoted_list(spec.choices) +
+                           ", found " + json_quote(text->get()), hint);
+          items.push_back(text->get());
+        }
+        return items;
+      }
+      break;
   }
   fail(node, "'" + dotted + "' must be " + runner::describe(spec.type) + ", found " +
                  describe(node), hint);
@@ -592,10 +612,19 @@ void Checker::check_range(const OptionSpec& spec, double x, const std::string& f
 
 void Checker::check_items(const OptionSpec& spec, const toml::array& array,
                           const std::string& dotted, const std::string& hint) const {
-  if (array.size() >= spec.min_items) return;
-  fail(array, "'" + dotted + "' must have at least " + std::to_string(spec.min_items) +
-                  (spec.min_items == 1 ? " item" : " items") + ", found " +
-                  std::to_string(array.size()), hint);
+  const std::size_t found = array.size();
+  if (found >= spec.min_items && (!spec.max_items || found <= *spec.max_items)) return;
+  auto items = [](std::size_t n) { return std::to_string(n) + (n == 1 ? " item" : " items"); };
+  std::string bound;
+  if (spec.max_items && *spec.max_items == spec.min_items)
+    bound = "exactly " + items(spec.min_items);
+  else if (spec.max_items && spec.min_items > 0)
+    bound = "between " + std::to_string(spec.min_items) + " and " + items(*spec.max_items);
+  else if (spec.max_items)
+    bound = "at most " + items(*spec.max_items);
+  else
+    bound = "at least " + items(spec.min_items);
+  fail(array, "'" + dotted + "' must have " + bound + ", found " + std::to_string(found), hint);
 }
 
 }  // namespace runner::experiment_detail

@@ -189,7 +189,7 @@ Fingerprint collect_fingerprint(std::int64_t seed) {
   f["cpu.governor"] = read_first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
   f["memory.total"] = proc_field("/proc/meminfo", "MemTotal");
 
-  const PluginAbiInfo& abi = this_abi_info();
+  constexpr PluginAbiRecord abi = this_abi_record();
   f["software.runner_version"] = RUNNER_VERSION_STRING;
   f["software.git_commit"] = kGitCommit;
   f["software.git_dirty"] = kGitDirty ? "true" : "false";

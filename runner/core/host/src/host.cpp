@@ -9,6 +9,8 @@
 #include <sstream>
 #include <variant>
 
+#include "abi_record.hpp"
+#include "guarded.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
@@ -30,28 +32,14 @@ std::mutex& process_libraries_mutex() {
   return *m;
 }
 
-std::string compiler_family(const std::string& compiler) {
-  return compiler.substr(0, compiler.find(' '));
+// The text of an exception without LibTorch's C++ backtrace.
+std::string message_of(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
+    return c10_error->what_without_backtrace();
+  return e.what();
 }
 
-std::string major_minor(const std::string& version) {
-  const auto first = version.find('.');
-  if (first == std::string::npos) return version;
-  return version.substr(0, version.find('.', first + 1));
-}
-
-std::string str_or_empty(const char* s) { return s == nullptr ? std::string() : std::string(s); }
-
-std::string describe_abi(const HostAbi& abi) {
-  std::ostringstream out;
-  out << "SDK ABI " << abi.abi_version << ", runner " << abi.runner_version << ", LibTorch "
-      << abi.torch_version << ", " << abi.compiler << ", _GLIBCXX_USE_CXX11_ABI=" << abi.cxx11_abi
-      << ", CUDA " << (abi.cuda ? "on" : "off");
-  return out.str();
-}
-
-using AnyFactory =
-    std::variant<ModelFactory, OptimizerFactory, LoaderFactory, KernelFactory, CommHookFactory>;
+using AnyFactory = std::variant<ModelFactory, OptimizerFactory, LoaderFactory, CommHookFactory>;
 
 struct Entry {
   PluginDescriptor descriptor;
@@ -60,12 +48,6 @@ struct Entry {
 };
 
 }  // namespace
-
-HostAbi host_abi() {
-  const PluginAbiInfo& info = this_abi_info();
-  return HostAbi{RUNNER_SDK_ABI_VERSION, info.runner_version, info.torch_version,
-                 info.compiler,          info.cxx11_abi,      info.cuda};
-}
 
 bool is_plugin_file_name(const std::string& file_name) {
   return file_name.rfind("runner_plugin_", 0) == 0 && file_name.size() > 3 &&
@@ -92,7 +74,6 @@ struct PluginHost::Impl {
   std::map<std::pair<PluginKind, std::string>, Entry> entries;
 
   void load_file(const fs::path& path);
-  void check_abi(const fs::path& path, const PluginAbiInfo& info) const;
   const Entry& entry(PluginKind kind, const std::string& name) const;
 };
 
@@ -120,10 +101,13 @@ class HostRegistrar final : public Registrar {
     add(PluginKind::loader, std::move(name), std::move(help), std::move(options),
         std::move(factory));
   }
-  void add_kernel(std::string name, std::string help, OptionSchema options,
-                  KernelFactory factory) override {
-    add(PluginKind::kernel, std::move(name), std::move(help), std::move(options),
-        std::move(factory));
+  void add_kernel(std::string name, std::string, OptionSchema, KernelFactory) override {
+    // Nothing runs kernel experiments yet; a kernel that could be listed but
+    // never run would be a dead end for its author.
+    throw Error("plugin library '" + libraries_[library_].path.string() +
+                    "' registers kernel plugin '" + name +
+                    "', but runner does not run kernel plugins yet",
+                "remove the add_kernel call; the library's other plugins are not loaded either");
   }
   void add_comm_hook(std::string name, std::string help, OptionSchema options,
                      CommHookFactory factory) override {
@@ -169,44 +153,15 @@ class HostRegistrar final : public Registrar {
 
 }  // namespace
 
-void PluginHost::Impl::check_abi(const fs::path& path, const PluginAbiInfo& info) const {
-  const HostAbi host = host_abi();
-  std::vector<std::string> mismatches;
-  auto expect = [&](const char* what, const std::string& expected, const std::string& found) {
-    mismatches.push_back(std::string(what) + ": expected " + expected + ", found " + found);
-  };
-  if (info.abi_version != host.abi_version) {
-    expect("SDK ABI version", std::to_string(host.abi_version), std::to_string(info.abi_version));
-  }
-  // Fields after struct_size are only meaningful when the layout matches.
-  if (info.abi_version == host.abi_version && info.struct_size == sizeof(PluginAbiInfo)) {
-    const std::string runner_version = str_or_empty(info.runner_version);
-    if (major_minor(runner_version) != major_minor(host.runner_version))
-      expect("runner version", host.runner_version, runner_version);
-    const std::string torch_version = str_or_empty(info.torch_version);
-    if (torch_version != host.torch_version)
-      expect("LibTorch version", host.torch_version, torch_version);
-    const std::string compiler = str_or_empty(info.compiler);
-    if (compiler_family(compiler) != compiler_family(host.compiler))
-      expect("compiler", host.compiler, compiler);
-    if (info.cxx11_abi != host.cxx11_abi)
-      expect("_GLIBCXX_USE_CXX11_ABI", std::to_string(host.cxx11_abi),
-             std::to_string(info.cxx11_abi));
-    if (info.cuda != host.cuda)
-      expect("CUDA", host.cuda ? "on" : "off", info.cuda ? "on" : "off");
-  }
-  if (!mismatches.empty())
-    throw Error("plugin library '" + path.string() + "' does not match this runner: " +
-                    join(mismatches, "; "),
-                "rebuild the plugin against this runner's SDK (" + describe_abi(host) + ")");
-}
-
 void PluginHost::Impl::load_file(const fs::path& given) {
   std::error_code ec;
   const fs::path path = fs::canonical(given, ec);
   if (ec) throw Error("plugin library '" + given.string() + "' does not exist");
   for (const auto& lib : libraries)
     if (lib.path == path) return;
+
+  // Read from the file: nothing of the library runs before this passes.
+  const PluginAbiRecord record = host_detail::read_checked_abi_record(path);
 
   boost::dll::shared_library library;
   try {
@@ -221,20 +176,15 @@ void PluginHost::Impl::load_file(const fs::path& given) {
     std::lock_guard<std::mutex> lock(process_libraries_mutex());
     process_libraries().push_back(library);
   }
-  if (!library.has("runner_plugin_abi") || !library.has("runner_plugin_register"))
-    throw Error("'" + path.string() + "' is not a runner plugin: it does not export "
-                "runner_plugin_abi and runner_plugin_register",
+  if (!library.has("runner_plugin_register"))
+    throw Error("plugin library '" + path.string() +
+                    "' has an ABI record but does not export runner_plugin_register",
                 "declare the entry point with RUNNER_PLUGIN(register_fn)");
-  const auto& abi_fn = library.get_alias<const PluginAbiInfo*()>("runner_plugin_abi");
-  const PluginAbiInfo* info = abi_fn();
-  if (info == nullptr)
-    throw Error("plugin library '" + path.string() + "' returned no ABI information");
-  check_abi(path, *info);
 
   LoadedLibrary loaded;
   loaded.path = path;
   loaded.sha256 = sha256_file_hex(path);
-  loaded.plugin_version = str_or_empty(info->plugin_version);
+  loaded.plugin_version = record.plugin_version;  // NUL-terminated: checked with the record
   libraries.push_back(std::move(loaded));
 
   HostRegistrar registrar(entries, libraries, libraries.size() - 1);
@@ -245,7 +195,11 @@ void PluginHost::Impl::load_file(const fs::path& given) {
     throw;
   } catch (const std::exception& e) {
     libraries.pop_back();
-    throw Error("plugin library '" + path.string() + "' failed to register: " + e.what());
+    throw Error("plugin library '" + path.string() + "' failed to register: " + message_of(e));
+  } catch (...) {
+    libraries.pop_back();
+    throw Error("plugin library '" + path.string() +
+                "' failed to register: an exception that is not a std::exception");
   }
   for (auto& e : registrar.added) {
     auto key = std::make_pair(e.descriptor.kind, e.descriptor.name);
@@ -307,52 +261,42 @@ const LoadedLibrary& PluginHost::library_of(PluginKind kind, const std::string& 
 
 namespace {
 
-// Calls a factory, adding the plugin's name and library to anything it throws.
+// Calls a factory, adding the plugin's name and library to anything it
+// throws, and guards the instance it makes the same way.
 template <typename Factory, typename... Args>
-auto call_factory(const Entry& e, Args&&... args) {
+auto make(const Entry& e, Args&&... args) {
   const auto& factory = std::get<Factory>(e.factory);
-  decltype(factory(std::forward<Args>(args)...)) made;
-  try {
-    made = factory(std::forward<Args>(args)...);
-  } catch (const std::exception& ex) {
-    throw Error(std::string(to_string(e.descriptor.kind)) + " plugin '" + e.descriptor.name +
-                    "' (" + e.descriptor.library + ") failed: " + ex.what(),
-                {}, ErrorKind::run);
-  }
+  auto made = call_plugin(e.descriptor, nullptr,
+                          [&] { return factory(std::forward<Args>(args)...); });
   if (!made)
     throw Error(std::string(to_string(e.descriptor.kind)) + " plugin '" + e.descriptor.name +
                     "' (" + e.descriptor.library + ") returned nothing",
-                {}, ErrorKind::run);
-  return made;
+                "its factory must return an instance (std::make_unique<...>)", ErrorKind::run);
+  return host_detail::guard(std::move(made), e.descriptor);
 }
 
 }  // namespace
 
 std::unique_ptr<Model> PluginHost::make_model(const std::string& name, const Options& options,
                                               const ModelContext& context) const {
-  return call_factory<ModelFactory>(impl_->entry(PluginKind::model, name), options, context);
+  return make<ModelFactory>(impl_->entry(PluginKind::model, name), options, context);
 }
 
 std::unique_ptr<Optimizer> PluginHost::make_optimizer(const std::string& name,
                                                       const Options& options,
                                                       const OptimizerContext& context) const {
-  return call_factory<OptimizerFactory>(impl_->entry(PluginKind::optimizer, name), options,
+  return make<OptimizerFactory>(impl_->entry(PluginKind::optimizer, name), options,
                                         context);
 }
 
 std::unique_ptr<Loader> PluginHost::make_loader(const std::string& name, const Options& options,
                                                 const LoaderContext& context) const {
-  return call_factory<LoaderFactory>(impl_->entry(PluginKind::loader, name), options, context);
-}
-
-std::unique_ptr<Kernel> PluginHost::make_kernel(const std::string& name,
-                                                const Options& options) const {
-  return call_factory<KernelFactory>(impl_->entry(PluginKind::kernel, name), options);
+  return make<LoaderFactory>(impl_->entry(PluginKind::loader, name), options, context);
 }
 
 std::unique_ptr<CommHook> PluginHost::make_comm_hook(const std::string& name,
                                                      const Options& options) const {
-  return call_factory<CommHookFactory>(impl_->entry(PluginKind::comm_hook, name), options);
+  return make<CommHookFactory>(impl_->entry(PluginKind::comm_hook, name), options);
 }
 
 }  // namespace runner

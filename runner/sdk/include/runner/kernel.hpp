@@ -5,6 +5,10 @@
 // registration runs when the host loads the library. The Kernel object
 // declares how to benchmark them: an op, a reference implementation, an
 // input generator over shapes and dtypes, and a tolerance.
+//
+// Not yet: nothing runs kernel experiments, so the host refuses a library
+// that calls Registrar::add_kernel (with a message saying so) rather than
+// listing plugins it could never run.
 #pragma once
 
 #include <torch/types.h>

@@ -1,23 +1,52 @@
 // Plugin options: every plugin declares the options it takes (name, type,
 // default, one-line doc, constraints); the host validates an experiment's
-// table against the declaration before the plugin is ever called, and hands
-// the plugin an `Options` holding exactly the declared keys.
+// table against the declaration before the plugin is ever called.
 //
-//   runner::OptionSchema schema;
-//   schema.integer("hidden", 128, "width of each hidden layer").range(1, 65536);
-//   schema.string("activation", "relu", "non-linearity").choices({"relu", "gelu"});
-//   ...
-//   int64_t hidden = options.integer("hidden");
+// Declare each option once, bound to a field of a plain struct whose member
+// initialisers are the defaults (in the spirit of LibTorch's `*Options`
+// structs); the factory receives the struct, filled in and validated. This
+// example is compiled verbatim by tests/sdk/options_example_test.cpp:
+//
+//   struct ScheduleOptions {
+//     double peak_lr = 0.0;                       // required: no useful default
+//     std::int64_t warmup_steps = 100;
+//     std::string shape = "cosine";
+//     std::array<double, 2> betas{0.9, 0.999};    // exactly two numbers
+//     std::vector<std::string> no_decay{"bias", "norm"};
+//   };
+//
+//   runner::OptionBinder<ScheduleOptions> schedule_options() {
+//     runner::OptionBinder<ScheduleOptions> o;
+//     o.field("peak_lr", &ScheduleOptions::peak_lr, "learning rate after warm-up")
+//         .range(0.0, std::nullopt)
+//         .required();
+//     o.field("warmup_steps", &ScheduleOptions::warmup_steps, "steps of linear warm-up")
+//         .range(0, 1000000);
+//     o.field("shape", &ScheduleOptions::shape, "decay after warm-up").one_of({"cosine", "linear"});
+//     o.field("betas", &ScheduleOptions::betas, "moment decay rates").range(0.0, 1.0);
+//     o.field("no_decay", &ScheduleOptions::no_decay, "parameters without weight decay")
+//         .items(0, 8);
+//     return o;
+//   }
+//
+// Registrar::add_optimizer (and add_model, ...) take the binder and a factory
+// of `const ScheduleOptions&` (plugin.hpp). Underneath, a binder is an
+// OptionSchema (what crosses the plugin boundary) plus a reader of the
+// validated `Options` map; both can also be used directly.
 //
 // This header does not include LibTorch: the experiment layer uses it too.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -40,7 +69,7 @@ inline const char* to_string(PluginKind kind) {
 }
 
 /// The type of an option value as written in TOML.
-enum class OptionType { boolean, integer, number, string, integer_list, number_list };
+enum class OptionType { boolean, integer, number, string, integer_list, number_list, string_list };
 
 /// Name of an option type as users see it in messages ("an integer", ...).
 inline const char* describe(OptionType type) {
@@ -51,6 +80,7 @@ inline const char* describe(OptionType type) {
     case OptionType::string: return "a string";
     case OptionType::integer_list: return "a list of integers";
     case OptionType::number_list: return "a list of numbers";
+    case OptionType::string_list: return "a list of strings";
   }
   return "?";
 }
@@ -64,21 +94,28 @@ inline const char* short_name(OptionType type) {
     case OptionType::string: return "string";
     case OptionType::integer_list: return "int[]";
     case OptionType::number_list: return "float[]";
+    case OptionType::string_list: return "string[]";
   }
   return "?";
 }
 
+/// True for the three list types.
+inline bool is_list(OptionType type) {
+  return type == OptionType::integer_list || type == OptionType::number_list ||
+         type == OptionType::string_list;
+}
+
 /// One option value; the alternative always matches the declared OptionType
 /// (integers given for a number option are converted to double by the host).
-using OptionValue = std::variant<bool, std::int64_t, double, std::string,
-                                 std::vector<std::int64_t>, std::vector<double>>;
+using OptionValue = std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>,
+                                 std::vector<double>, std::vector<std::string>>;
 
 /// The OptionType an OptionValue holds.
 inline OptionType type_of(const OptionValue& value) {
   return static_cast<OptionType>(value.index());
 }
 
-/// TOML-like rendering of a value: true, 3, 0.1, "relu", [1, 2].
+/// TOML-like rendering of a value: true, 3, 0.1, "relu", [1, 2], ["bias"].
 inline std::string to_string(const OptionValue& value) {
   auto number = [](double x) {
     std::string s = std::to_string(x);
@@ -88,24 +125,27 @@ inline std::string to_string(const OptionValue& value) {
     }
     return s;
   };
+  auto list = [](const auto& items, const auto& render) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + render(items[i]);
+    return out + "]";
+  };
+  auto quote = [](const std::string& s) { return "\"" + s + "\""; };
+  auto integer = [](std::int64_t i) { return std::to_string(i); };
   struct Visitor {
     decltype(number)& num;
+    decltype(list)& lst;
+    decltype(quote)& quo;
+    decltype(integer)& in;
     std::string operator()(bool b) const { return b ? "true" : "false"; }
-    std::string operator()(std::int64_t i) const { return std::to_string(i); }
+    std::string operator()(std::int64_t i) const { return in(i); }
     std::string operator()(double d) const { return num(d); }
-    std::string operator()(const std::string& s) const { return "\"" + s + "\""; }
-    std::string operator()(const std::vector<std::int64_t>& v) const {
-      std::string out = "[";
-      for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-      return out + "]";
-    }
-    std::string operator()(const std::vector<double>& v) const {
-      std::string out = "[";
-      for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + num(v[i]);
-      return out + "]";
-    }
+    std::string operator()(const std::string& s) const { return quo(s); }
+    std::string operator()(const std::vector<std::int64_t>& v) const { return lst(v, in); }
+    std::string operator()(const std::vector<double>& v) const { return lst(v, num); }
+    std::string operator()(const std::vector<std::string>& v) const { return lst(v, quo); }
   };
-  return std::visit(Visitor{number}, value);
+  return std::visit(Visitor{number, list, quote, integer}, value);
 }
 
 /// Declaration of one option: name, type, default (absent = required),
@@ -117,8 +157,9 @@ struct OptionSpec {
   std::string doc;                         ///< one line, shown by `runner plugins describe`
   std::optional<double> min;               ///< inclusive lower bound (numbers, integers, list items)
   std::optional<double> max;               ///< inclusive upper bound (numbers, integers, list items)
-  std::vector<std::string> choices;        ///< allowed values of a string option (empty: any)
+  std::vector<std::string> choices;        ///< allowed values of a string (or of each list item)
   std::size_t min_items = 0;               ///< lists: fewest items allowed
+  std::optional<std::size_t> max_items;    ///< lists: most items allowed (empty: no limit)
 
   /// Inclusive range for numbers, integers, and each item of a list.
   OptionSpec& range(std::optional<double> lo, std::optional<double> hi) {
@@ -126,7 +167,7 @@ struct OptionSpec {
     max = hi;
     return *this;
   }
-  /// Allowed values of a string option.
+  /// Allowed values of a string option (or of each item of a list of strings).
   OptionSpec& one_of(std::vector<std::string> allowed) {
     choices = std::move(allowed);
     return *this;
@@ -134,6 +175,12 @@ struct OptionSpec {
   /// Lists: the fewest items allowed.
   OptionSpec& at_least(std::size_t items) {
     min_items = items;
+    return *this;
+  }
+  /// Lists: between `fewest` and `most` items (equal: an exact length).
+  OptionSpec& items(std::size_t fewest, std::size_t most) {
+    min_items = fewest;
+    max_items = most;
     return *this;
   }
   /// Removes the default: the experiment must set this option.
@@ -172,6 +219,26 @@ class OptionSchema {
     return add(std::move(name), OptionType::number_list, OptionValue{std::move(def)},
                std::move(doc));
   }
+  /// Declares a list-of-strings option.
+  OptionSpec& strings(std::string name, std::vector<std::string> def, std::string doc) {
+    return add(std::move(name), OptionType::string_list, OptionValue{std::move(def)},
+               std::move(doc));
+  }
+  /// Declares an option of `type` whose default `def` (if any) holds that type.
+  OptionSpec& add(std::string name, OptionType type, std::optional<OptionValue> def,
+                  std::string doc) {
+    if (find(name) != nullptr)
+      throw std::logic_error("option '" + name + "' is declared twice");
+    if (def && type_of(*def) != type)
+      throw std::logic_error("the default of option '" + name + "' is not " + describe(type));
+    OptionSpec spec;
+    spec.name = std::move(name);
+    spec.type = type;
+    spec.default_value = std::move(def);
+    spec.doc = std::move(doc);
+    specs_.push_back(std::move(spec));
+    return specs_.back();
+  }
 
   /// All declarations, in declaration order.
   [[nodiscard]] const std::vector<OptionSpec>& specs() const { return specs_; }
@@ -183,18 +250,6 @@ class OptionSchema {
   }
 
  private:
-  OptionSpec& add(std::string name, OptionType type, OptionValue def, std::string doc) {
-    if (find(name) != nullptr)
-      throw std::logic_error("option '" + name + "' is declared twice");
-    OptionSpec spec;
-    spec.name = std::move(name);
-    spec.type = type;
-    spec.default_value = std::move(def);
-    spec.doc = std::move(doc);
-    specs_.push_back(std::move(spec));
-    return specs_.back();
-  }
-
   std::vector<OptionSpec> specs_;
 };
 
@@ -234,6 +289,10 @@ class Options {
   [[nodiscard]] const std::vector<double>& numbers(const std::string& name) const {
     return get<std::vector<double>>(name);
   }
+  /// A list-of-strings option.
+  [[nodiscard]] const std::vector<std::string>& strings(const std::string& name) const {
+    return get<std::vector<std::string>>(name);
+  }
   /// All values, sorted by name.
   [[nodiscard]] const std::map<std::string, OptionValue>& values() const { return values_; }
 
@@ -246,6 +305,184 @@ class Options {
   }
 
   std::map<std::string, OptionValue> values_;
+};
+
+namespace detail {
+
+template <typename T>
+inline constexpr bool kAlwaysFalse = false;
+
+template <typename T>
+struct ListTraits {
+  static constexpr bool is_list = false;
+};
+template <typename T, typename A>
+struct ListTraits<std::vector<T, A>> {
+  static constexpr bool is_list = true;
+  static constexpr std::optional<std::size_t> fixed_size{};
+  using Item = T;
+};
+template <typename T, std::size_t N>
+struct ListTraits<std::array<T, N>> {
+  static constexpr bool is_list = true;
+  static constexpr std::optional<std::size_t> fixed_size{N};
+  using Item = T;
+};
+
+template <typename T, bool IsList>
+struct ItemOf {
+  using type = T;
+};
+template <typename T>
+struct ItemOf<T, true> {
+  using type = typename ListTraits<T>::Item;
+};
+
+// The option type of a scalar field: bool, an integer type, a floating type or std::string.
+template <typename T>
+constexpr OptionType scalar_type() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return OptionType::boolean;
+  } else if constexpr (std::is_integral_v<T>) {
+    static_assert(sizeof(T) <= sizeof(std::int64_t), "integer options are at most 64 bits");
+    return OptionType::integer;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return OptionType::number;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return OptionType::string;
+  } else {
+    static_assert(kAlwaysFalse<T>,
+                  "an option field is a bool, an integer, a floating-point number, a "
+                  "std::string, or a std::vector / std::array of integers, numbers or strings");
+    return OptionType::boolean;
+  }
+}
+
+template <typename T>
+constexpr OptionType field_type() {
+  if constexpr (ListTraits<T>::is_list) {
+    constexpr OptionType item = scalar_type<typename ListTraits<T>::Item>();
+    static_assert(item != OptionType::boolean, "a list of booleans is not an option type");
+    if constexpr (item == OptionType::integer) return OptionType::integer_list;
+    else if constexpr (item == OptionType::number) return OptionType::number_list;
+    else return OptionType::string_list;
+  } else {
+    return scalar_type<T>();
+  }
+}
+
+// The value type an option of a field's (item) type has in OptionValue.
+template <typename T>
+using Stored = std::conditional_t<
+    std::is_same_v<T, bool>, bool,
+    std::conditional_t<std::is_integral_v<T>, std::int64_t,
+                       std::conditional_t<std::is_floating_point_v<T>, double, std::string>>>;
+
+template <typename T>
+T item_from(const Stored<T>& stored, const std::string& name) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!std::in_range<T>(stored))
+      throw std::out_of_range("option '" + name + "' = " + std::to_string(stored) +
+                              " does not fit its field");
+    return static_cast<T>(stored);
+  } else {
+    return static_cast<T>(stored);
+  }
+}
+
+template <typename T>
+OptionValue to_value(const T& field) {
+  if constexpr (ListTraits<T>::is_list) {
+    using Item = typename ListTraits<T>::Item;
+    std::vector<Stored<Item>> items;
+    for (const auto& item : field) items.push_back(static_cast<Stored<Item>>(item));
+    return OptionValue{std::move(items)};
+  } else {
+    return OptionValue{static_cast<Stored<T>>(field)};
+  }
+}
+
+template <typename T>
+T from_value(const OptionValue& value, const std::string& name) {
+  if constexpr (ListTraits<T>::is_list) {
+    using Item = typename ListTraits<T>::Item;
+    const auto* items = std::get_if<std::vector<Stored<Item>>>(&value);
+    if (items == nullptr)
+      throw std::invalid_argument("option '" + name + "' holds " + describe(type_of(value)));
+    T out{};
+    if constexpr (ListTraits<T>::fixed_size) {
+      if (items->size() != out.size())
+        throw std::invalid_argument("option '" + name + "' has " +
+                                    std::to_string(items->size()) + " items, expected " +
+                                    std::to_string(out.size()));
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = item_from<Item>((*items)[i], name);
+    } else {
+      for (const auto& item : *items) out.push_back(item_from<Item>(item, name));
+    }
+    return out;
+  } else {
+    const auto* stored = std::get_if<Stored<T>>(&value);
+    if (stored == nullptr)
+      throw std::invalid_argument("option '" + name + "' holds " + describe(type_of(value)));
+    return item_from<T>(*stored, name);
+  }
+}
+
+// Constraints a field's C++ type implies: an exact length for std::array, and
+// the range of an integer type narrower than 64 bits.
+template <typename T>
+void constrain(OptionSpec& spec) {
+  using Item = typename ItemOf<T, ListTraits<T>::is_list>::type;
+  if constexpr (ListTraits<T>::is_list) {
+    constexpr std::optional<std::size_t> size = ListTraits<T>::fixed_size;
+    if constexpr (size.has_value()) spec.items(*size, *size);
+  }
+  if constexpr (std::is_integral_v<Item> && !std::is_same_v<Item, bool>) {
+    using Limits = std::numeric_limits<Item>;
+    if constexpr (std::cmp_greater(Limits::min(), std::numeric_limits<std::int64_t>::min()))
+      spec.min = static_cast<double>(Limits::min());
+    if constexpr (std::cmp_less(Limits::max(), std::numeric_limits<std::int64_t>::max()))
+      spec.max = static_cast<double>(Limits::max());
+  }
+}
+
+}  // namespace detail
+
+/// Binds options to the fields of a struct `Opts`: each option is declared
+/// once (name, field, doc, constraints) and read back as a filled `Opts`.
+/// Defaults are the member initialisers of a default-constructed `Opts`.
+template <typename Opts>
+class OptionBinder {
+ public:
+  /// Declares option `name` stored in `member`; its type follows the member's
+  /// (bool, integer, floating, std::string, std::vector or std::array of
+  /// those). A std::array has exactly its length; an integer type narrower
+  /// than 64 bits is bounded by its range. Chain constraints on the result.
+  template <typename T>
+  OptionSpec& field(std::string name, T Opts::*member, std::string doc) {
+    OptionSpec& spec = schema_.add(name, detail::field_type<T>(),
+                                   detail::to_value(defaults_.*member), std::move(doc));
+    detail::constrain<T>(spec);
+    readers_.push_back([name = std::move(name), member](Opts& out, const Options& in) {
+      if (in.has(name)) out.*member = detail::from_value<T>(in.at(name), name);
+    });
+    return spec;
+  }
+
+  /// The declarations, as the host sees them.
+  [[nodiscard]] const OptionSchema& schema() const { return schema_; }
+
+  /// The struct filled from validated options (fields without a value keep their default).
+  [[nodiscard]] Opts read(const Options& options) const {
+    Opts out = defaults_;
+    for (const auto& reader : readers_) reader(out, options);
+    return out;
+  }
+
+ private:
+  Opts defaults_{};
+  OptionSchema schema_;
+  std::vector<std::function<void(Opts&, const Options&)>> readers_;
 };
 
 }  // namespace runner

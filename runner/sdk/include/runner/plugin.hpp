@@ -1,4 +1,4 @@
-// Plugin entry point, ABI metadata and the registrar.
+// Plugin entry point, ABI record and the registrar.
 //
 // A plugin library is a C++ shared library built against this SDK (with
 // `runner_add_plugin()` from the installed CMake package). It has exactly one
@@ -6,19 +6,24 @@
 //
 //   #include <runner/sdk.hpp>
 //
+//   struct TinyOptions {
+//     std::int64_t width = 64;
+//   };
+//
 //   static void register_plugins(runner::Registrar& r) {
-//     runner::OptionSchema options;
-//     options.integer("width", 64, "hidden width").range(1, 65536);
+//     runner::OptionBinder<TinyOptions> options;
+//     options.field("width", &TinyOptions::width, "hidden width").range(1, 65536);
 //     r.add_model("tiny", "a one-layer model", options,
-//                 [](const runner::Options& o, const runner::ModelContext& ctx) {
+//                 [](const TinyOptions& o, const runner::ModelContext& ctx) {
 //                   return std::make_unique<TinyModel>(o, ctx);
 //                 });
 //   }
 //   RUNNER_PLUGIN(register_plugins)
 //
-// The host first reads the plain PluginAbiInfo the library exports, checks it
-// against its own (SDK ABI, runner version, LibTorch version, compiler,
-// C++ ABI, CUDA), and only then calls the registration function.
+// RUNNER_PLUGIN writes the library's ABI record (abi.hpp) into its file. The
+// host reads and checks the record (SDK ABI, runner version, LibTorch
+// version, compiler, C++ ABI, CUDA) before it loads the library, and only
+// then calls the registration function.
 #pragma once
 
 #include <boost/config.hpp>
@@ -28,9 +33,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
-#include <torch/version.h>
-
+#include "runner/abi.hpp"
 #include "runner/comm_hook.hpp"
 #include "runner/kernel.hpp"
 #include "runner/loader.hpp"
@@ -40,19 +45,6 @@
 #include "runner/version.hpp"
 
 namespace runner {
-
-/// Plain metadata a plugin library exports before anything else. Its first
-/// two fields never move, so any host can read them from any library.
-struct PluginAbiInfo {
-  std::uint32_t abi_version;     ///< RUNNER_SDK_ABI_VERSION the library was built with
-  std::uint32_t struct_size;     ///< sizeof(PluginAbiInfo) in the library
-  const char* runner_version;    ///< RUNNER_VERSION_STRING
-  const char* torch_version;     ///< TORCH_VERSION ("2.14.1")
-  const char* compiler;          ///< "gcc 12.2.0" or "clang 16.0.6"
-  int cxx11_abi;                 ///< _GLIBCXX_USE_CXX11_ABI (1 or 0)
-  int cuda;                      ///< 1 if built with CUDA code paths
-  const char* plugin_version;    ///< the library's own version (RUNNER_PLUGIN_VERSION)
-};
 
 /// Factory signatures. Each gets validated options (see options.hpp).
 using ModelFactory =
@@ -78,68 +70,73 @@ class Registrar {
   /// Registers a data loader plugin.
   virtual void add_loader(std::string name, std::string help, OptionSchema options,
                           LoaderFactory factory) = 0;
-  /// Registers a kernel plugin (its ops are registered by TORCH_LIBRARY_FRAGMENT at load).
+  /// Registers a kernel plugin. Refused until kernel experiments exist: the host
+  /// rejects the whole library with a message saying so.
   virtual void add_kernel(std::string name, std::string help, OptionSchema options,
                           KernelFactory factory) = 0;
   /// Registers a gradient communication hook.
   virtual void add_comm_hook(std::string name, std::string help, OptionSchema options,
                              CommHookFactory factory) = 0;
+
+  /// Registers a model whose factory takes `const Opts&`, filled through `options`.
+  template <typename Opts, typename Factory>
+  void add_model(std::string name, std::string help, OptionBinder<Opts> options,
+                 Factory factory) {
+    OptionSchema schema = options.schema();
+    add_model(std::move(name), std::move(help), std::move(schema),
+              ModelFactory(typed<Model, Opts>(std::move(options), std::move(factory))));
+  }
+  /// Registers an optimizer whose factory takes `const Opts&`.
+  template <typename Opts, typename Factory>
+  void add_optimizer(std::string name, std::string help, OptionBinder<Opts> options,
+                     Factory factory) {
+    OptionSchema schema = options.schema();
+    add_optimizer(std::move(name), std::move(help), std::move(schema),
+                  OptimizerFactory(typed<Optimizer, Opts>(std::move(options), std::move(factory))));
+  }
+  /// Registers a data loader whose factory takes `const Opts&`.
+  template <typename Opts, typename Factory>
+  void add_loader(std::string name, std::string help, OptionBinder<Opts> options,
+                  Factory factory) {
+    OptionSchema schema = options.schema();
+    add_loader(std::move(name), std::move(help), std::move(schema),
+               LoaderFactory(typed<Loader, Opts>(std::move(options), std::move(factory))));
+  }
+  /// Registers a comm hook whose factory takes `const Opts&`.
+  template <typename Opts, typename Factory>
+  void add_comm_hook(std::string name, std::string help, OptionBinder<Opts> options,
+                     Factory factory) {
+    OptionSchema schema = options.schema();
+    add_comm_hook(std::move(name), std::move(help), std::move(schema),
+                  CommHookFactory(typed<CommHook, Opts>(std::move(options), std::move(factory))));
+  }
+
+ private:
+  // A factory of the untyped Options that reads them into an Opts first.
+  template <typename Kind, typename Opts, typename Factory>
+  static auto typed(OptionBinder<Opts> binder, Factory factory) {
+    return [binder = std::move(binder), factory = std::move(factory)](
+               const Options& options, const auto&... context) -> std::unique_ptr<Kind> {
+      return factory(binder.read(options), context...);
+    };
+  }
 };
 
 /// Signature of the registration function passed to RUNNER_PLUGIN.
 using RegisterFunction = void (*)(Registrar&);
 
-namespace detail {
-#if defined(__clang__)
-#define RUNNER_DETAIL_COMPILER "clang " __clang_version__
-#elif defined(__GNUC__)
-#define RUNNER_DETAIL_STR2(x) #x
-#define RUNNER_DETAIL_STR(x) RUNNER_DETAIL_STR2(x)
-#define RUNNER_DETAIL_COMPILER \
-  "gcc " RUNNER_DETAIL_STR(__GNUC__) "." RUNNER_DETAIL_STR(__GNUC_MINOR__) "." RUNNER_DETAIL_STR(__GNUC_PATCHLEVEL__)
-#else
-#define RUNNER_DETAIL_COMPILER "unknown"
-#endif
-#ifdef RUNNER_WITH_CUDA
-#define RUNNER_DETAIL_CUDA 1
-#else
-#define RUNNER_DETAIL_CUDA 0
-#endif
-#ifndef RUNNER_PLUGIN_VERSION
-#define RUNNER_PLUGIN_VERSION "0.0.0"
-#endif
-#ifndef RUNNER_PLUGIN_ABI_VERSION
-/// Only the test suite overrides this, to build a deliberately mismatched plugin.
-#define RUNNER_PLUGIN_ABI_VERSION RUNNER_SDK_ABI_VERSION
-#endif
-}  // namespace detail
-
-/// The ABI info of the translation unit that includes this header.
-inline const PluginAbiInfo& this_abi_info() {
-  static const PluginAbiInfo info{RUNNER_PLUGIN_ABI_VERSION,
-                                  static_cast<std::uint32_t>(sizeof(PluginAbiInfo)),
-                                  RUNNER_VERSION_STRING,
-                                  TORCH_VERSION,
-                                  RUNNER_DETAIL_COMPILER,
-                                  _GLIBCXX_USE_CXX11_ABI,
-                                  RUNNER_DETAIL_CUDA,
-                                  RUNNER_PLUGIN_VERSION};
-  return info;
-}
-
 }  // namespace runner
 
 /// Declares the library's one entry point. `register_fn` is a
-/// `void(runner::Registrar&)` function. Exports two symbols through Boost.DLL:
-/// `runner_plugin_abi` (plain metadata, read first) and `runner_plugin_register`.
+/// `void(runner::Registrar&)` function. Writes the ABI record into the
+/// `.runner_plugin_abi` section and exports `runner_plugin_register` through
+/// Boost.DLL; the host calls it only after the record has matched.
 #define RUNNER_PLUGIN(register_fn)                                                   \
   namespace runner_plugin_entry {                                                   \
-  inline const ::runner::PluginAbiInfo* runner_plugin_abi_fn() {                     \
-    return &::runner::this_abi_info();                                              \
-  }                                                                                 \
+  RUNNER_ABI_RECORD_SECTION const ::runner::PluginAbiRecord abi_record =            \
+      RUNNER_ABI_RECORD_VALUE;                                                      \
   inline void runner_plugin_register_fn(::runner::Registrar& r) {                    \
     register_fn(r);                                                                 \
   }                                                                                 \
   }                                                                                 \
-  BOOST_DLL_ALIAS(runner_plugin_entry::runner_plugin_abi_fn, runner_plugin_abi)     \
   BOOST_DLL_ALIAS(runner_plugin_entry::runner_plugin_register_fn, runner_plugin_register)

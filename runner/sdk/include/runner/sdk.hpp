@@ -1,11 +1,14 @@
 // The runner plugin SDK: include this one header in a plugin library.
 //
-// Start with plugin.hpp (entry macro and registrar), then the header of the
-// kind you implement: model.hpp, optimizer.hpp, loader.hpp, kernel.hpp,
-// comm_hook.hpp. Options are declared with options.hpp. docs/plugins.md is
-// the authoring guide.
+// Start with plugin.hpp (entry macro and registrar) and options.hpp (typed
+// options), then the header of the kind you implement: model.hpp (or
+// classification.hpp for a classifier), optimizer.hpp, loader.hpp,
+// comm_hook.hpp. abi.hpp is the record the host checks before it loads a
+// library. docs/plugins.md is the authoring guide.
 #pragma once
 
+#include "runner/abi.hpp"
+#include "runner/classification.hpp"
 #include "runner/comm_hook.hpp"
 #include "runner/kernel.hpp"
 #include "runner/loader.hpp"

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runner/experiment/catalog.hpp"
@@ -15,11 +16,26 @@ namespace runner {
 class Model;
 class Optimizer;
 class Loader;
-class Kernel;
 class CommHook;
 struct ModelContext;
 struct OptimizerContext;
 struct LoaderContext;
+
+/// Rethrows the exception in flight (call it inside a catch block) as
+/// runner::Error (run) naming the plugin and its library:
+/// "model plugin 'NAME' (LIBRARY) failed in forward: MESSAGE".
+[[noreturn]] void rethrow_plugin_error(const PluginDescriptor& plugin, const char* what);
+
+/// Runs `call` (plugin code), reporting anything it throws with
+/// rethrow_plugin_error. Costs nothing when nothing is thrown.
+template <typename Call>
+decltype(auto) call_plugin(const PluginDescriptor& plugin, const char* what, Call&& call) {
+  try {
+    return std::forward<Call>(call)();
+  } catch (...) {
+    rethrow_plugin_error(plugin, what);
+  }
+}
 
 /// A shared library the host has loaded.
 struct LoadedLibrary {
@@ -57,9 +73,12 @@ class PluginHost final : public PluginCatalog {
 
   /// Loads `path`: a plugin library file, or a folder whose runner_plugin_*.so
   /// files are loaded in name order. Loading the same file twice is a no-op.
-  /// Throws runner::Error (input) for a missing path, a library that cannot
-  /// be loaded, is not a plugin, has a mismatched ABI, or registers a
-  /// duplicate name.
+  /// A library's ABI record is read from its file and checked before the
+  /// library is loaded: a file that is not a runner plugin of this ABI never
+  /// runs. Throws runner::Error (input) for a missing path, a file that is not
+  /// a runner plugin, a mismatched or malformed ABI record, a library that
+  /// cannot be loaded, or a failed registration (a duplicate name, a kernel
+  /// plugin, an exception); a failed library registers nothing.
   void load(const std::filesystem::path& path);
 
   [[nodiscard]] const PluginDescriptor* find(PluginKind kind,
@@ -72,8 +91,9 @@ class PluginHost final : public PluginCatalog {
   /// The library that registered a plugin.
   [[nodiscard]] const LoadedLibrary& library_of(PluginKind kind, const std::string& name) const;
 
-  // Instances. A plugin exception is re-thrown as runner::Error (run kind)
-  // naming the plugin and its library.
+  // Instances. An exception from the factory, or later from any method of
+  // the instance (forward, get_batch, reduce, ...), is re-thrown as
+  // runner::Error (run kind) naming the plugin and its library.
   [[nodiscard]] std::unique_ptr<Model> make_model(const std::string& name, const Options& options,
                                                   const ModelContext& context) const;
   [[nodiscard]] std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
@@ -81,8 +101,6 @@ class PluginHost final : public PluginCatalog {
                                                           const OptimizerContext& context) const;
   [[nodiscard]] std::unique_ptr<Loader> make_loader(const std::string& name, const Options& options,
                                                     const LoaderContext& context) const;
-  [[nodiscard]] std::unique_ptr<Kernel> make_kernel(const std::string& name,
-                                                    const Options& options) const;
   [[nodiscard]] std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
                                                          const Options& options) const;
 

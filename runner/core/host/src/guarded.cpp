@@ -1,0 +1,137 @@
+// One forwarding call and an exception handler per method: no allocation,
+// nothing on the path when no exception is thrown.
+#include "guarded.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <string>
+#include <utility>
+
+#include "runner/common/error.hpp"
+
+namespace runner {
+
+void rethrow_plugin_error(const PluginDescriptor& plugin, const char* what) {
+  std::string message;
+  try {
+    throw;
+  } catch (const c10::Error& e) {
+    message = e.what_without_backtrace();  // TORCH_CHECK's text, not LibTorch's C++ backtrace
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "an exception that is not a std::exception";
+  }
+  throw Error(std::string(to_string(plugin.kind)) + " plugin '" + plugin.name + "' (" +
+                  plugin.library + ") failed" + (what != nullptr ? std::string(" in ") + what : "") +
+                  ": " + message,
+              {}, ErrorKind::run);
+}
+
+namespace host_detail {
+namespace {
+
+class GuardedModel final : public Model {
+ public:
+  GuardedModel(std::unique_ptr<Model> inner, const PluginDescriptor& plugin)
+      : inner_(std::move(inner)), plugin_(plugin) {}
+  torch::nn::Module& module() override {
+    return call_plugin(plugin_, "module",
+                       [&]() -> torch::nn::Module& { return inner_->module(); });
+  }
+  torch::Tensor forward(const Batch& batch) override {
+    return call_plugin(plugin_, "forward", [&] { return inner_->forward(batch); });
+  }
+  torch::Tensor loss(const torch::Tensor& output, const Batch& batch) override {
+    return call_plugin(plugin_, "loss", [&] { return inner_->loss(output, batch); });
+  }
+  Batch example_batch(std::int64_t batch_size, torch::Device device) override {
+    return call_plugin(plugin_, "example_batch",
+                       [&] { return inner_->example_batch(batch_size, device); });
+  }
+  std::int64_t parameter_count() override {
+    return call_plugin(plugin_, "parameter_count", [&] { return inner_->parameter_count(); });
+  }
+  std::optional<double> flops_per_sample() override {
+    return call_plugin(plugin_, "flops_per_sample", [&] { return inner_->flops_per_sample(); });
+  }
+  std::optional<double> tokens_per_sample() override {
+    return call_plugin(plugin_, "tokens_per_sample", [&] { return inner_->tokens_per_sample(); });
+  }
+
+ private:
+  std::unique_ptr<Model> inner_;
+  const PluginDescriptor plugin_;  // a copy: an instance may outlive its host
+};
+
+class GuardedOptimizer final : public Optimizer {
+ public:
+  GuardedOptimizer(std::unique_ptr<Optimizer> inner, const PluginDescriptor& plugin)
+      : inner_(std::move(inner)), plugin_(plugin) {}
+  torch::optim::Optimizer& get() override {
+    return call_plugin(plugin_, "get", [&]() -> torch::optim::Optimizer& { return inner_->get(); });
+  }
+  void on_step_end(std::int64_t step) override {
+    call_plugin(plugin_, "on_step_end", [&] { inner_->on_step_end(step); });
+  }
+
+ private:
+  std::unique_ptr<Optimizer> inner_;
+  const PluginDescriptor plugin_;  // a copy: an instance may outlive its host
+};
+
+class GuardedLoader final : public Loader {
+ public:
+  GuardedLoader(std::unique_ptr<Loader> inner, const PluginDescriptor& plugin)
+      : inner_(std::move(inner)), plugin_(plugin) {}
+  [[nodiscard]] DataSpec spec() const override {
+    return call_plugin(plugin_, "spec", [&] { return inner_->spec(); });
+  }
+  [[nodiscard]] std::int64_t size() const override {
+    return call_plugin(plugin_, "size", [&] { return inner_->size(); });
+  }
+  Example get(std::int64_t index) override {
+    return call_plugin(plugin_, "get", [&] { return inner_->get(index); });
+  }
+  Batch get_batch(const std::vector<std::int64_t>& indices) override {
+    return call_plugin(plugin_, "get_batch", [&] { return inner_->get_batch(indices); });
+  }
+
+ private:
+  std::unique_ptr<Loader> inner_;
+  const PluginDescriptor plugin_;  // a copy: an instance may outlive its host
+};
+
+class GuardedCommHook final : public CommHook {
+ public:
+  GuardedCommHook(std::unique_ptr<CommHook> inner, const PluginDescriptor& plugin)
+      : inner_(std::move(inner)), plugin_(plugin) {}
+  CommResult reduce(const torch::Tensor& bucket, std::int64_t bucket_index,
+                    c10d::ProcessGroup& group) override {
+    return call_plugin(plugin_, "reduce",
+                       [&] { return inner_->reduce(bucket, bucket_index, group); });
+  }
+
+ private:
+  std::unique_ptr<CommHook> inner_;
+  const PluginDescriptor plugin_;  // a copy: an instance may outlive its host
+};
+
+}  // namespace
+
+std::unique_ptr<Model> guard(std::unique_ptr<Model> model, const PluginDescriptor& plugin) {
+  return std::make_unique<GuardedModel>(std::move(model), plugin);
+}
+std::unique_ptr<Optimizer> guard(std::unique_ptr<Optimizer> optimizer,
+                                 const PluginDescriptor& plugin) {
+  return std::make_unique<GuardedOptimizer>(std::move(optimizer), plugin);
+}
+std::unique_ptr<Loader> guard(std::unique_ptr<Loader> loader, const PluginDescriptor& plugin) {
+  return std::make_unique<GuardedLoader>(std::move(loader), plugin);
+}
+std::unique_ptr<CommHook> guard(std::unique_ptr<CommHook> hook, const PluginDescriptor& plugin) {
+  return std::make_unique<GuardedCommHook>(std::move(hook), plugin);
+}
+
+}  // namespace host_detail
+}  // namespace runner
