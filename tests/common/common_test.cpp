@@ -207,6 +207,12 @@ TEST(ParseJson, RoundTripsCanonicalText) {
   EXPECT_EQ(canonical_json(parse_json(text)), text);
 }
 
+TEST(ParseJson, ANumberNoDoubleCanHoldIsMalformedNotACrash) {
+  // Found by the json fuzz target: nlohmann reports it as out_of_range, not parse_error.
+  EXPECT_THROW_MSG(static_cast<void>(parse_json("[1e400]")), Error,
+                   "malformed JSON: number overflow parsing '1e400'");
+}
+
 TEST(ParseJson, ReportsMalformedTextAsARunError) {
   EXPECT_THROW_MSG(static_cast<void>(parse_json("{\"a\":")), Error,
                    "malformed JSON: parse error at line 1, column 6: syntax error while parsing "

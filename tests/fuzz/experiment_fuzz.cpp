@@ -40,6 +40,8 @@ class FuzzCatalog final : public runner::PluginCatalog {
     model.boolean("bias", true, "use bias");
     model.numbers("scales", {1.0, 2.0}, "per-layer scales").at_least(2);
     model.integer("depth", 18, "layers").range(std::nullopt, 152);
+    model.strings("no_decay", {"bias", "norm"}, "patterns").items(0, 8);
+    model.numbers("betas", {0.9, 0.999}, "exactly two").items(2, 2);
     add(PluginKind::model, "mlp", model);
     OptionSchema required;
     required.string("path", "", "a file").required();

@@ -76,7 +76,9 @@ std::string canonical_json(const Json& value) {
 Json parse_json(std::string_view text) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& error) {
+  } catch (const Json::exception& error) {
+    // parse_error, and out_of_range for a number no double can hold
+    // (1e400): both mean the text is not JSON runner can read.
     // Strings that runner stored byte for byte before it used nlohmann-json
     // (environment variables in fingerprints) may hold invalid UTF-8, which
     // the parser refuses: read them as the writer now writes them, with U+FFFD.
@@ -84,7 +86,7 @@ Json parse_json(std::string_view text) {
     if (repaired != text) {
       try {
         return Json::parse(repaired);
-      } catch (const Json::parse_error&) {
+      } catch (const Json::exception&) {
       }
     }
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
