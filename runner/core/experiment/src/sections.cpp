@@ -1,0 +1,280 @@
+// The host-level keys of an experiment file: every section, every key with
+// its type, default, range and where it goes in an Experiment (the one
+// source of defaults), and the look-ups the loader and messages use.
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "format.hpp"
+#include "runner/common/strings.hpp"
+
+namespace runner::experiment_detail {
+
+namespace {
+
+OptionSpec spec_of(std::string name, OptionType type, std::optional<OptionValue> def,
+                   std::string doc) {
+  OptionSpec spec;
+  spec.name = std::move(name);
+  spec.type = type;
+  spec.default_value = std::move(def);
+  spec.doc = std::move(doc);
+  return spec;
+}
+
+// Every numeric key has both bounds: a value that validates must also run
+// (a billion repetitions or steps would exhaust memory long after validation).
+HostKey integer_key(std::string name, std::int64_t def, std::int64_t min,
+                    std::optional<std::int64_t> max, std::string doc, Apply apply) {
+  HostKey key{spec_of(std::move(name), OptionType::integer, OptionValue{def}, std::move(doc)),
+              apply};
+  key.spec.min = static_cast<double>(min);
+  if (max) key.spec.max = static_cast<double>(*max);
+  return key;
+}
+
+HostKey warmup_key(std::string doc, Apply apply) {
+  HostKey key = integer_key("warmup", 10, 0, kMaxSteps, std::move(doc), apply);
+  key.role = KeyRole::warmup;
+  return key;
+}
+
+HostKey string_key(std::string name, std::string def, std::vector<std::string> choices,
+                   std::string doc, Apply apply) {
+  HostKey key{spec_of(std::move(name), OptionType::string, OptionValue{std::move(def)},
+                      std::move(doc)),
+              apply};
+  key.spec.choices = std::move(choices);
+  return key;
+}
+
+HostKey boolean_key(std::string name, bool def, std::string doc, Apply apply) {
+  return HostKey{spec_of(std::move(name), OptionType::boolean, OptionValue{def}, std::move(doc)),
+                 apply};
+}
+
+// Keys that do not change a measurement, or that change which sections are
+// valid: trials differ in their canonical JSON, so these stay fixed.
+HostKey fixed(HostKey key) {
+  key.per_trial = false;
+  return key;
+}
+
+const std::string& str(const OptionValue& v) { return std::get<std::string>(v); }
+std::int64_t int_of(const OptionValue& v) { return std::get<std::int64_t>(v); }
+bool bool_of(const OptionValue& v) { return std::get<bool>(v); }
+
+}  // namespace
+
+const std::vector<SectionSpec>& section_specs() {
+  static const std::vector<SectionSpec> specs = [] {
+    std::vector<SectionSpec> s;
+
+    HostKey name = string_key("name", "", {}, "experiment name (default: the file's stem)",
+                              [](Experiment& e, const OptionValue& v) { e.name = str(v); });
+    name.spec.default_value.reset();  // the default depends on the file
+    name.non_empty = true;
+    HostKey timeout{spec_of("timeout", OptionType::number, OptionValue{3600.0},
+                            "per-run time limit: \"90s\", \"30m\", \"2h\" or seconds"),
+                    [](Experiment& e, const OptionValue& v) {
+                      e.timeout_s = std::get<double>(v);
+                    }};
+    timeout.role = KeyRole::duration;
+    timeout.spec.max = kMaxRunTimeoutSeconds;
+    s.push_back({"experiment", std::nullopt, std::nullopt,
+                 {fixed(name),
+                  fixed(string_key("description", "", {}, "free text",
+                                   [](Experiment& e, const OptionValue& v) {
+                                     e.description = str(v);
+                                   })),
+                  fixed(string_key("kind", "train", {"train", "infer"}, "what the experiment runs",
+                                   [](Experiment& e, const OptionValue& v) {
+                                     e.kind = parse_run_kind(str(v));
+                                   })),
+                  integer_key("seed", 0, 0, std::nullopt, "global seed",
+                              [](Experiment& e, const OptionValue& v) { e.seed = int_of(v); }),
+                  fixed(integer_key("repeats", 1, 1, kMaxRepeats,
+                                    "independent repetitions of every trial",
+                                    [](Experiment& e, const OptionValue& v) {
+                                      e.repeats = int_of(v);
+                                    })),
+                  fixed(timeout)}});
+
+    s.push_back({"device", std::nullopt, std::nullopt,
+                 {string_key("type", "cpu", {"cpu", "cuda", "auto"}, "where to run",
+                             [](Experiment& e, const OptionValue& v) { e.device.type = str(v); }),
+                  integer_key("threads", 0, 0, kMaxThreads,
+                              "intra-op threads; 0 = LibTorch default",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.device.threads = int_of(v);
+                              }),
+                  integer_key("interop_threads", 0, 0, kMaxThreads,
+                              "inter-op threads; 0 = LibTorch default",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.device.interop_threads = int_of(v);
+                              })}});
+
+    s.push_back({"model", PluginKind::model, std::nullopt, {}});
+
+    s.push_back({"data", PluginKind::loader, std::nullopt,
+                 {integer_key("batch_size", 32, 1, kMaxBatchSize, "samples per batch",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.data_settings.batch_size = int_of(v);
+                              }),
+                  boolean_key("shuffle", true, "seeded shuffle of the sample order each epoch",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.data_settings.shuffle = bool_of(v);
+                              }),
+                  boolean_key("drop_last", true, "drop a final partial batch",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.data_settings.drop_last = bool_of(v);
+                              })}});
+
+    s.push_back({"optimizer", PluginKind::optimizer, RunKind::train, {}});
+
+    s.push_back({"train", std::nullopt, RunKind::train,
+                 {integer_key("steps", 100, 1, kMaxSteps, "measured steps",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.train.steps = int_of(v);
+                              }),
+                  warmup_key("warm-up steps before measurement, or \"auto\"",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.train.warmup = int_of(v);
+                             })}});
+
+    s.push_back({"infer", std::nullopt, RunKind::infer,
+                 {integer_key("batches", 100, 1, kMaxSteps, "measured batches",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.infer.batches = int_of(v);
+                              }),
+                  warmup_key("warm-up batches before measurement, or \"auto\"",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.infer.warmup = int_of(v);
+                             }),
+                  string_key("mode", "inference", {"inference", "no_grad"},
+                             "autograd guard of the loop",
+                             [](Experiment& e, const OptionValue& v) { e.infer.mode = str(v); })}});
+
+    HostKey bucket{spec_of("bucket_mb", OptionType::number, OptionValue{25.0},
+                           "gradient bucket size in MiB"),
+                   [](Experiment& e, const OptionValue& v) {
+                     e.distributed.bucket_mb = std::get<double>(v);
+                   }};
+    bucket.spec.min = 0.001;
+    bucket.spec.max = 4096.0;
+    HostKey collective_timeout{spec_of("timeout", OptionType::number, OptionValue{60.0},
+                                       "time limit of rendezvous and of each collective: "
+                                       "\"90s\", \"2m\" or seconds"),
+                               [](Experiment& e, const OptionValue& v) {
+                                 e.distributed.timeout_s = std::get<double>(v);
+                               }};
+    collective_timeout.role = KeyRole::duration;
+    collective_timeout.spec.max = kMaxCollectiveTimeoutSeconds;
+    s.push_back({"distributed", std::nullopt, RunKind::train,
+                 {integer_key("world_size", 2, 1, kMaxWorldSize,
+                              "data-parallel ranks (local processes)",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.distributed.world_size = int_of(v);
+                              }),
+                  string_key("backend", "gloo", {"gloo", "nccl"},
+                             "c10d backend: gloo (CPU tensors) or nccl (CUDA tensors)",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.distributed.backend = str(v);
+                             }),
+                  bucket, fixed(collective_timeout)}});
+
+    s.push_back({"comm_hook", PluginKind::comm_hook, RunKind::train, {}});
+
+    HostKey path{spec_of("path", OptionType::string, std::nullopt,
+                         "plugin libraries or folders, relative to this file")};
+    path.role = KeyRole::path_list;
+    path.non_empty = true;
+    s.push_back({"plugins", std::nullopt, std::nullopt, {fixed(path)}});
+    return s;
+  }();
+  return specs;
+}
+
+const SectionSpec* find_section(std::string_view name) {
+  for (const auto& section : section_specs())
+    if (section.name == name) return &section;
+  return nullptr;
+}
+
+const HostKey* find_key(const SectionSpec& section, std::string_view name) {
+  for (const auto& key : section.keys)
+    if (key.spec.name == name) return &key;
+  return nullptr;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> names;
+  for (const auto& section : section_specs()) names.push_back(section.name);
+  return names;
+}
+
+std::vector<std::string> top_level_names() {
+  std::vector<std::string> names = section_names();
+  names.emplace_back("sweep");
+  names.emplace_back("trial");
+  return names;
+}
+
+std::vector<std::string> key_names(const SectionSpec& section) {
+  std::vector<std::string> names;
+  if (section.plugin) names.emplace_back("plugin");
+  for (const auto& key : section.keys) names.push_back(key.spec.name);
+  return names;
+}
+
+bool DottedKey::per_trial() const { return host == nullptr || host->per_trial; }
+
+std::optional<DottedKey> lookup_dotted(std::string_view dotted) {
+  const auto dot = dotted.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const SectionSpec* section = find_section(dotted.substr(0, dot));
+  const std::string_view key = dotted.substr(dot + 1);
+  if (section == nullptr || key.empty()) return std::nullopt;
+  const HostKey* host = find_key(*section, key);
+  if (host != nullptr) return DottedKey{section, std::string(key), host};
+  // A plugin option's name is one TOML key; "model.a.b" addresses nothing.
+  if (!section->plugin || key.find('.') != std::string_view::npos) return std::nullopt;
+  return DottedKey{section, std::string(key), nullptr};
+}
+
+std::pair<std::string, std::string> unknown_dotted_key(std::string_view dotted,
+                                                       std::string_view where) {
+  std::string message = "unknown key '" + std::string(dotted) + "'";
+  if (!where.empty()) message += " in " + std::string(where);
+  const auto dot = dotted.find('.');
+  const std::string head(dotted.substr(0, dot));
+  const std::string tail = dot == std::string_view::npos ? "" : std::string(dotted.substr(dot + 1));
+  const SectionSpec* section = find_section(head);
+  std::optional<std::string> suggestion;
+  std::string hint;
+  if (section != nullptr && !tail.empty()) {
+    // The section is right; the key is the typo.
+    if (const auto match = closest_match(tail, key_names(*section)))
+      suggestion = head + "." + *match;
+    hint = "keys of [" + head + "]: " + join(key_names(*section), ", ");
+  } else {
+    if (const auto match = closest_match(head, section_names())) {
+      const std::string fixed_key = *match + "." + tail;
+      if (!tail.empty() && lookup_dotted(fixed_key)) suggestion = fixed_key;
+    }
+    hint = "a key is written section.key, e.g. train.steps; known sections: " +
+           join(section_names(), ", ");
+  }
+  if (suggestion) message += "; did you mean '" + *suggestion + "'?";
+  return {message, hint};
+}
+
+std::string fixed_keys_list() {
+  std::vector<std::string> names;
+  for (const auto& section : section_specs())
+    for (const auto& key : section.keys)
+      if (!key.per_trial) names.push_back(section.name + "." + key.spec.name);
+  return join(names, ", ");
+}
+
+}  // namespace runner::experiment_detail
