@@ -99,9 +99,19 @@ std::optional<TextProblem> find_text_problem(std::string_view text) {
                        "an experiment needs a few levels; this is not one"};
   };
 
+  // The last character that was not whitespace, outside strings and
+  // comments ('\n' at the start of a line). A quote opens a string only where
+  // a key or a value starts; inside a bare token (256'x) toml++ reads it, and
+  // whatever follows, as part of the token.
+  char prev = '\n';
+  const auto may_open_string = [&] {
+    return std::string_view("=[{,.\n").find(prev) != std::string_view::npos;
+  };
+
   while (i < n) {
     const char c = text[i];
-    if (c == '"' || c == '\'') {
+    if ((c == '"' || c == '\'') && may_open_string()) {
+      prev = c;
       const bool basic = c == '"';
       const std::string_view triple = basic ? "\"\"\"" : "'''";
       if (starts(triple)) {
@@ -147,6 +157,7 @@ std::optional<TextProblem> find_text_problem(std::string_view text) {
     if (c == '\n') {
       advance(1);
       line_start = true;
+      prev = '\n';
       if (open.empty()) {
         in_key = true;
         in_header = false;
@@ -161,6 +172,7 @@ std::optional<TextProblem> find_text_problem(std::string_view text) {
     if ((static_cast<unsigned char>(c) & 0x80U) != 0)
       return TextProblem{pos, "non-ASCII character outside a string or comment",
                          "keys and values other than strings are ASCII; quote the text"};
+    prev = c;
     if (in_header) {
       if (c == '.') {
         ++key_dots;
