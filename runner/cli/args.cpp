@@ -20,6 +20,9 @@ const std::vector<OptionDef>& common_options() {
   static const std::vector<OptionDef> options = {
       {"--db", "PATH", "results database (default: $RUNNER_DB, else ./runner.db)", false},
       {"--plugin-path", "PATH", "also load plugins from this library or folder", true},
+      {"--allow-unsafe-plugins", "",
+       "load plugin libraries other users could have written (world-writable, foreign-owned)",
+       false},
       {"--log-level", "LEVEL", "trace, debug, info, warn, error or off (default: info)", false},
       {"--help", "", "show this help", false},
   };
@@ -144,6 +147,7 @@ Global global_settings(const Args& args, std::chrono::steady_clock::time_point s
   }
   if (auto it = args.values.find("--plugin-path"); it != args.values.end())
     for (const auto& p : it->second) g.plugin_paths.emplace_back(p);
+  g.allow_unsafe_plugins = args.has("--allow-unsafe-plugins");
   const std::string level = args.get("--log-level", "info");
   const auto parsed = spdlog::level::from_str(level);
   if (parsed == spdlog::level::off && level != "off")

@@ -57,6 +57,7 @@ struct Args {
 struct Global {
   std::filesystem::path db;                        ///< --db, RUNNER_DB, or ./runner.db
   std::vector<std::filesystem::path> plugin_paths; ///< --plugin-path values
+  bool allow_unsafe_plugins = false;               ///< --allow-unsafe-plugins
   std::chrono::steady_clock::time_point start;     ///< process start
 };
 

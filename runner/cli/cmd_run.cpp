@@ -22,10 +22,16 @@ namespace fs = std::filesystem;
 
 namespace runner::cli {
 
+namespace {
+PluginSearch search_of(const Global& global) {
+  return PluginSearch{global.plugin_paths, global.allow_unsafe_plugins};
+}
+}  // namespace
+
 void load_plugins(PluginHost& host, const std::vector<fs::path>& experiment_paths,
                   const Global& global) {
   std::vector<std::string> warnings;
-  runner::load_plugins(host, experiment_paths, PluginSearch{global.plugin_paths}, warnings);
+  runner::load_plugins(host, experiment_paths, search_of(global), warnings);
   for (const auto& w : warnings) spdlog::warn("{}", w);
 }
 
@@ -66,7 +72,7 @@ RunFlags run_flags(const Args& args, const Global& global) {
 
 PreparedExperiment prepare(const fs::path& file, const Global& global,
                            const std::vector<std::string>& set) {
-  PreparedExperiment p = prepare_experiment(file, set, PluginSearch{global.plugin_paths});
+  PreparedExperiment p = prepare_experiment(file, set, search_of(global));
   for (const auto& w : p.warnings) spdlog::warn("{}", w);
   return p;
 }
@@ -221,6 +227,8 @@ int print_dry_run(const PreparedExperiment& p, const SchedulerOptions& options) 
 }
 
 int run_experiment(const fs::path& file, const Global& global, const RunFlags& flags) {
+  // A database that cannot be written is known before any plugin is loaded.
+  if (!flags.dry_run) store::Store::check_writable(global.db);
   const PreparedExperiment p = prepare(file, global, flags.set);
   if (flags.dry_run) return print_dry_run(p, flags.options);
   PrintingObserver observer(p, global);

@@ -42,6 +42,9 @@ std::vector<std::string> on_two_ranks(
       try {
         runner::Rendezvous rendezvous{store.string(), rank, 2, std::chrono::milliseconds(20000)};
         auto group = runner::make_process_group("gloo", rendezvous);
+        // Both ranks connected before either runs its body: a rank whose body
+        // throws at once must not close its group while the other still connects.
+        group->barrier()->wait();
         body(rank, *group);
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(rank)] = e.what();

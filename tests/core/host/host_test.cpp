@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <torch/optim/adamw.h>
 #include <unistd.h>
@@ -585,4 +586,64 @@ TEST(PluginKinds, EveryKindHasAName) {
   EXPECT_FALSE(runner::is_plugin_file_name("runner_plugin_mlp.so.bak"));
 }
 
+// --- who could have written a library ------------------------------------------
+
+class TrustCheck : public HostFiles {
+ protected:
+  // A copy of the good test plugin in this test's folder (mode 0755, ours).
+  fs::path copy_of_good() {
+    const fs::path file = dir_ / "runner_plugin_test_good.so";
+    fs::copy_file(plugin_file("good"), file);
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+    return fs::canonical(file);
+  }
+  static std::string hint(const std::string& what) {
+    return what + "or pass --allow-unsafe-plugins (RUNNER_ALLOW_UNSAFE_PLUGINS=1) to load it anyway";
+  }
+};
+
+TEST_F(TrustCheck, AWorldWritableLibraryIsRefusedUnlessAllowed) {
+  const fs::path file = copy_of_good();
+  fs::permissions(file, fs::perms::others_write, fs::perm_options::add);
+  const runner::Error e = load_error(file);
+  EXPECT_EQ(std::string(e.what()), "plugin library '" + file.string() +
+                                       "' is writable by every user (mode 0757): anyone could "
+                                       "replace it with their own code");
+  EXPECT_EQ(e.hint(), hint("remove the write permission (chmod o-w), "));
+  runner::PluginHost host;
+  host.allow_unsafe_paths(true);
+  host.load(file);
+  EXPECT_EQ(host.names(runner::PluginKind::model), std::vector<std::string>{"tiny_linear"});
+}
+
+TEST_F(TrustCheck, ALibraryOwnedByAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "changing a file's owner needs root";
+  const fs::path file = copy_of_good();
+  ASSERT_EQ(::chown(file.c_str(), 4242, 4242), 0);
+  EXPECT_EQ(std::string(load_error(file).what()),
+            "plugin library '" + file.string() + "' is owned by user 4242, not by you or root");
+}
+
+TEST_F(TrustCheck, AFolderOthersCanWriteToIsRefusedForScansAndForItsFiles) {
+  const fs::path file = copy_of_good();
+  fs::permissions(dir_, fs::perms::others_write, fs::perm_options::add);
+  EXPECT_EQ(std::string(load_error(dir_).what()),
+            "plugin folder '" + fs::canonical(dir_).string() +
+                "' is writable by every user (mode 0757): anyone could add a library to it");
+  EXPECT_EQ(std::string(load_error(file).what()),
+            "plugin library '" + file.string() + "' is in a folder every user can write to (" +
+                fs::canonical(dir_).string() +
+                ", mode 0757): anyone could replace it with their own code");
+  // The sticky bit (as on /tmp) keeps others from replacing a file they do
+  // not own, so the file may load; the folder still may not be scanned.
+  fs::permissions(dir_, fs::perms::sticky_bit, fs::perm_options::add);
+  runner::PluginHost host;
+  host.load(file);
+  EXPECT_EQ(std::string(load_error(dir_).what()),
+            "plugin folder '" + fs::canonical(dir_).string() +
+                "' is writable by every user (mode 1757): anyone could add a library to it");
+}
+
 }  // namespace
+

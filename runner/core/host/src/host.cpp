@@ -11,6 +11,7 @@
 
 #include "abi_record.hpp"
 #include "guarded.hpp"
+#include "trust.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
@@ -70,6 +71,7 @@ std::vector<fs::path> default_plugin_paths() {
 }
 
 struct PluginHost::Impl {
+  bool allow_unsafe = false;
   std::vector<LoadedLibrary> libraries;
   std::map<std::pair<PluginKind, std::string>, Entry> entries;
 
@@ -160,6 +162,7 @@ void PluginHost::Impl::load_file(const fs::path& given) {
   for (const auto& lib : libraries)
     if (lib.path == path) return;
 
+  if (!allow_unsafe) host_detail::check_trusted_file(path);
   // Read from the file: nothing of the library runs before this passes.
   const PluginAbiRecord record = host_detail::read_checked_abi_record(path);
 
@@ -215,12 +218,18 @@ const Entry& PluginHost::Impl::entry(PluginKind kind, const std::string& name) c
   return it->second;
 }
 
-PluginHost::PluginHost() : impl_(std::make_unique<Impl>()) {}
+PluginHost::PluginHost() : impl_(std::make_unique<Impl>()) {
+  if (const char* env = std::getenv("RUNNER_ALLOW_UNSAFE_PLUGINS"); env != nullptr)
+    impl_->allow_unsafe = std::string_view(env) == "1";
+}
+
+void PluginHost::allow_unsafe_paths(bool allow) { impl_->allow_unsafe = allow; }
 PluginHost::~PluginHost() = default;
 
 void PluginHost::load(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
+    if (!impl_->allow_unsafe) host_detail::check_trusted_folder(fs::canonical(path, ec));
     std::vector<fs::path> files;
     for (const auto& item : fs::directory_iterator(path, ec))
       if (item.is_regular_file() && is_plugin_file_name(item.path().filename().string()))

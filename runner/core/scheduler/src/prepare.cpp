@@ -31,6 +31,7 @@ std::string resolve_device_isolated(const std::string& type) {
 
 void load_plugins(PluginHost& host, const std::vector<fs::path>& experiment_paths,
                   const PluginSearch& search, std::vector<std::string>& warnings) {
+  if (search.allow_unsafe) host.allow_unsafe_paths(true);
   for (const auto& p : default_plugin_paths()) {
     std::error_code ec;
     if (!fs::exists(p, ec)) {

@@ -81,6 +81,11 @@ class PluginHost final : public PluginCatalog {
   /// plugin, an exception); a failed library registers nothing.
   void load(const std::filesystem::path& path);
 
+  /// Loads libraries (and scans folders) that other users could have written
+  /// (world-writable, or owned by someone else), which load() refuses by
+  /// default. Also set by RUNNER_ALLOW_UNSAFE_PLUGINS=1.
+  void allow_unsafe_paths(bool allow);
+
   [[nodiscard]] const PluginDescriptor* find(PluginKind kind,
                                              const std::string& name) const override;
   [[nodiscard]] std::vector<std::string> names(PluginKind kind) const override;

@@ -20,6 +20,7 @@ namespace runner {
 /// (the CLI's --plugin-path).
 struct PluginSearch {
   std::vector<std::filesystem::path> extra;  ///< --plugin-path entries, loaded last
+  bool allow_unsafe = false;  ///< load libraries other users could have written (PluginHost)
 };
 
 /// Loads the built-in folder, RUNNER_PLUGIN_PATH entries (one that does not
