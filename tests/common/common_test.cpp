@@ -149,6 +149,15 @@ TEST(ParseDouble, RefusesAnythingElse) {
     EXPECT_EQ(parse_double(text), std::nullopt) << '"' << text << '"';
 }
 
+TEST(HasControlCharacter, FindsC0DelAndC1ButNotOtherText) {
+  EXPECT_FALSE(has_control_character("plain text, caf\xc3\xa9, \xe6\x97\xa5 \xc2\xa0"));
+  EXPECT_TRUE(has_control_character(std::string("nul\0", 4)));
+  EXPECT_TRUE(has_control_character("esc\x1b[0m"));
+  EXPECT_TRUE(has_control_character("tab\t"));
+  EXPECT_TRUE(has_control_character("del\x7f"));
+  EXPECT_TRUE(has_control_character("csi\xc2\x9b"));
+}
+
 TEST(JsonQuote, EscapesPerRfc8259) {
   EXPECT_EQ(json_quote("plain"), "\"plain\"");
   EXPECT_EQ(json_quote("a\"b\\c/d"), "\"a\\\"b\\\\c/d\"");

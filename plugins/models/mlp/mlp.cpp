@@ -57,7 +57,7 @@ void register_plugins(runner::Registrar& registrar) {
   runner::OptionBinder<MlpOptions> options;
   options.field("hidden", &MlpOptions::hidden, "widths of the hidden layers, input to output")
       .range(1, 1 << 20)
-      .at_least(1);
+      .items(1, 1024);
   options.field("activation", &MlpOptions::activation, "non-linearity after each hidden layer")
       .one_of({"relu", "gelu", "tanh"});
   options.field("dropout", &MlpOptions::dropout, "dropout probability after each hidden layer")

@@ -89,4 +89,15 @@ std::optional<std::int64_t> parse_int64(std::string_view text) {
 
 std::optional<double> parse_double(std::string_view text) { return parse_whole<double>(text); }
 
+bool has_control_character(std::string_view text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20U || c == 0x7FU) return true;
+    if (c == 0xC2U && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xA0U &&
+        static_cast<unsigned char>(text[i + 1]) >= 0x80U)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace runner

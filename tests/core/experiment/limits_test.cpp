@@ -175,6 +175,36 @@ TEST_F(LimitsTest, TrialTablesExpandInLinearMemory) {
   EXPECT_EQ(trials.back().experiment.source->text, text);
 }
 
+TEST_F(LimitsTest, ANameWithControlCharactersIsRefused) {
+  // As written in TOML, and as the message quotes it (JSON escapes).
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"\\u0000", "\"\\u0000\""},           {"red\\u001b[31m", "\"red\\u001b[31m\""},
+      {"a\\rb", "\"a\\rb\""},               {"x\\bx", "\"x\\bx\""},
+      {"c1\\u009b", "\"c1\xc2\x9b\""}};
+  for (const auto& [toml, quoted] : names) {
+    const Error e = error_of("[experiment]\nname = \"" + toml + "\"\n" + kMinimal);
+    EXPECT_EQ(std::string(e.what()),
+              at(2, 8) + "'experiment.name' must not contain control characters, found " + quoted)
+        << toml;
+    EXPECT_EQ(e.hint(),
+              "a name is printed in tables and terminals; use letters, digits and punctuation");
+  }
+  // Letters of any script are fine.
+  EXPECT_EQ(load("[experiment]\nname = \"caf\xc3\xa9 \xe6\x97\xa5\"\n" + kMinimal).name,
+            "caf\xc3\xa9 \xe6\x97\xa5");
+}
+
+TEST_F(LimitsTest, EveryListOptionIsBoundedWhateverItsPluginDeclares) {
+  // mlp's `hidden` here declares at least one item and no most; a million
+  // hidden layers validated and then crashed the run process.
+  std::string widths;
+  for (int i = 0; i < 65537; ++i) widths += (i ? ",1" : "1");
+  const Error e = error_of("[model]\nplugin = \"mlp\"\nhidden = [" + widths + "]\n" + kData +
+                           kOptimizer);
+  EXPECT_EQ(std::string(e.what()),
+            at(3, 10) + "'model.hidden' must have between 1 and 65536 items, found 65537");
+}
+
 }  // namespace
 }  // namespace runner::test
 

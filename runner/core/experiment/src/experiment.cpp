@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "runner/common/json.hpp"
 #include "runner/common/strings.hpp"
 #include "document.hpp"
 #include "format.hpp"
@@ -289,6 +290,12 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
         const OptionValue value = check_.read(host->spec, *item.node, dotted, {});
         if (host->non_empty && std::get<std::string>(value).empty())
           check_.fail(*item.node, "'" + dotted + "' must not be empty");
+        if (host->printable && has_control_character(std::get<std::string>(value)))
+          check_.fail(*item.node,
+                      "'" + dotted + "' must not contain control characters, found " +
+                          json_quote(std::get<std::string>(value)),
+                      "a name is printed in tables and terminals; use letters, digits and "
+                      "punctuation");
         host->apply(config.experiment, value);
         break;
       }

@@ -1,5 +1,7 @@
 #include "format.hpp"
 
+#include "limits.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -346,17 +348,20 @@ void Checker::check_range(const OptionSpec& spec, double x, const std::string& f
 void Checker::check_items(const OptionSpec& spec, const toml::array& array,
                           const std::string& dotted, const std::string& hint) const {
   const std::size_t found = array.size();
-  if (found >= spec.min_items && (!spec.max_items || found <= *spec.max_items)) return;
+  // Whatever a plugin declares, a list is bounded: a million items validated
+  // and then exhausted or crashed the run process.
+  const std::size_t most = std::min(spec.max_items.value_or(kMaxListItems), kMaxListItems);
+  if (found >= spec.min_items && found <= most) return;
   auto items = [](std::size_t n) { return std::to_string(n) + (n == 1 ? " item" : " items"); };
   std::string bound;
-  if (spec.max_items && *spec.max_items == spec.min_items)
+  if (!spec.max_items && found < spec.min_items)
+    bound = "at least " + items(spec.min_items);  // the cap is beside the point
+  else if (most == spec.min_items)
     bound = "exactly " + items(spec.min_items);
-  else if (spec.max_items && spec.min_items > 0)
-    bound = "between " + std::to_string(spec.min_items) + " and " + items(*spec.max_items);
-  else if (spec.max_items)
-    bound = "at most " + items(*spec.max_items);
+  else if (spec.min_items > 0)
+    bound = "between " + std::to_string(spec.min_items) + " and " + items(most);
   else
-    bound = "at least " + items(spec.min_items);
+    bound = "at most " + items(most);
   fail(array, "'" + dotted + "' must have " + bound + ", found " + std::to_string(found), hint);
 }
 

@@ -37,6 +37,7 @@ struct HostKey {
   OptionSpec spec;          // type, default, range, choices, doc
   Apply apply = nullptr;    // stores a checked value; nullptr for special keys
   bool non_empty = false;   // strings: "" is an error
+  bool printable = false;   // strings: no control characters (names reach terminals)
   KeyRole role = KeyRole::value;
   bool per_trial = true;    // false: the same for every trial, so [sweep]/[[trial]] may not set it
 };

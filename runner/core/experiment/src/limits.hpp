@@ -21,6 +21,8 @@ inline constexpr std::size_t kMaxExtendsDepth = 32;
 /// Most file reads for one experiment, counting a file each time a path of
 /// `extends` reaches it (so that diamonds cannot grow exponentially).
 inline constexpr std::size_t kMaxFileReads = 256;
+/// Most items of any list option, whatever its plugin declares.
+inline constexpr std::size_t kMaxListItems = 65536;
 /// Deepest nesting of a TOML document: dotted key parts plus enclosing arrays
 /// and inline tables. toml++ recurses once per level (tens of thousands
 /// overflow the stack); real experiments need a handful.

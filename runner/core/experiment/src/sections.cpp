@@ -74,6 +74,7 @@ const std::vector<SectionSpec>& section_specs() {
                               [](Experiment& e, const OptionValue& v) { e.name = str(v); });
     name.spec.default_value.reset();  // the default depends on the file
     name.non_empty = true;
+    name.printable = true;
     HostKey timeout{spec_of("timeout", OptionType::number, OptionValue{3600.0},
                             "per-run time limit: \"90s\", \"30m\", \"2h\" or seconds"),
                     [](Experiment& e, const OptionValue& v) {

@@ -24,6 +24,10 @@ namespace runner {
 /// Splits on a single character; empty fields are kept.
 [[nodiscard]] std::vector<std::string> split(std::string_view text, char sep);
 
+/// True if `text` holds a C0 control character (NUL, ESC, \r, \b, ...),
+/// DEL, or a C1 control character (U+0080 to U+009F in UTF-8).
+[[nodiscard]] bool has_control_character(std::string_view text);
+
 /// Removes leading and trailing whitespace.
 [[nodiscard]] std::string trim(std::string_view text);
 
