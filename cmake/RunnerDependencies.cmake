@@ -41,6 +41,18 @@ endif()
 
 find_package(Torch REQUIRED)
 
+# The Python whose torch (and torchvision) is the oracle of the parity tests:
+# by default the interpreter of the virtual environment the wheel came from.
+set(RUNNER_PYTHON "" CACHE FILEPATH "Python with torch, for the parity tests (empty: they skip)")
+if(NOT RUNNER_PYTHON)
+  get_filename_component(_runner_venv_python "${Torch_DIR}/../../../../../../../bin/python" ABSOLUTE)
+  if(EXISTS "${_runner_venv_python}")
+    set(RUNNER_PYTHON "${_runner_venv_python}" CACHE FILEPATH
+        "Python with torch, for the parity tests (empty: they skip)" FORCE)
+  endif()
+endif()
+message(STATUS "runner: parity oracle: ${RUNNER_PYTHON}")
+
 if(CAFFE2_USE_CUDA AND NOT RUNNER_CUDA STREQUAL "OFF")
   set(RUNNER_HAS_CUDA ON)
 elseif(RUNNER_CUDA STREQUAL "ON")
