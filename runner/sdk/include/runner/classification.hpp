@@ -65,6 +65,16 @@ class ClassificationModel : public Model {
     return torch::nn::functional::cross_entropy(output, batch.targets);
   }
 
+  /// Loss and top-1 accuracy, each summed over the batch's samples.
+  EvalTally evaluate(const torch::Tensor& output, const Batch& batch) override {
+    EvalTally tally;
+    tally.count = static_cast<double>(batch.size);
+    tally.sums["loss"] = loss(output, batch).item<double>() * tally.count;
+    tally.sums["accuracy"] =
+        output.argmax(1).eq(batch.targets).sum().item<double>();
+    return tally;
+  }
+
   /// Random normal inputs of the loader's shape and uniformly random classes.
   Batch example_batch(std::int64_t batch_size, torch::Device device) override {
     std::vector<std::int64_t> shape{batch_size};

@@ -29,11 +29,18 @@ struct DataSpec {
   std::int64_t num_classes = 0;           ///< classes; 0 when not classification
 };
 
+/// Which part of a data set a loader serves.
+enum class Split {
+  train,  ///< the samples training steps (and inference) read
+  eval,   ///< held-out samples for evaluation, disjoint from train where the data allows
+};
+
 /// What a loader factory knows about the run.
 struct LoaderContext {
   std::uint64_t seed = 0;   ///< the run's seed; loaders that generate data must use it
   std::int64_t rank = 0;    ///< this process's rank (data-parallel runs)
   std::int64_t world_size = 1;  ///< number of ranks
+  Split split = Split::train;  ///< which part of the data set this instance serves
 };
 
 /// A data set with random access.

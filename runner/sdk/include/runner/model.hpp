@@ -5,8 +5,10 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runner/loader.hpp"
@@ -21,6 +23,15 @@ struct ModelContext {
   std::uint64_t seed = 0;                 ///< the run's seed (the host has already seeded LibTorch with it)
   std::int64_t rank = 0;                  ///< this process's rank in a data-parallel run
   std::int64_t world_size = 1;            ///< number of ranks (1 without [distributed])
+};
+
+/// What a model says about its quality on one held-out batch: for each
+/// metric, its sum over the batch's units (samples, or tokens for a language
+/// model), and how many units there were. The host adds the tallies of every
+/// evaluation batch and reports sum / count per metric (then finish_evaluation()).
+struct EvalTally {
+  std::map<std::string, double> sums;  ///< metric -> sum over the units ("loss", "accuracy", ...)
+  double count = 0;                    ///< units in the batch
 };
 
 /// A model under test.
@@ -46,6 +57,20 @@ class Model {
   virtual std::optional<double> flops_per_sample() { return std::nullopt; }
   /// Tokens per sample for language models (gives tokens/s); none by default.
   virtual std::optional<double> tokens_per_sample() { return std::nullopt; }
+  /// Quality on one held-out batch (called under no-grad, module in eval
+  /// mode). The default: the task loss, weighted by the batch's samples.
+  virtual EvalTally evaluate(const torch::Tensor& output, const Batch& batch) {
+    EvalTally tally;
+    tally.count = static_cast<double>(batch.size);
+    tally.sums["loss"] = loss(output, batch).item<double>() * tally.count;
+    return tally;
+  }
+  /// Metrics derived from the means over the evaluation set (perplexity from
+  /// the loss, ...); returned metrics are added to `means`. None by default.
+  virtual std::map<std::string, double> finish_evaluation(
+      const std::map<std::string, double>& /*means*/) {
+    return {};
+  }
 };
 
 }  // namespace runner
