@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "table.hpp"
 #include "runner/common/error.hpp"
+#include "runner/common/strings.hpp"
 #include "runner/experiment/experiment.hpp"
 #include "runner/host/host.hpp"
 #include "runner/scheduler/rerun.hpp"
@@ -75,14 +76,6 @@ PreparedExperiment prepare(const fs::path& file, const Global& global,
   PreparedExperiment p = prepare_experiment(file, set, search_of(global));
   for (const auto& w : p.warnings) spdlog::warn("{}", w);
   return p;
-}
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<long long>(std::llround(seconds));
-  if (s < 60) return std::to_string(s) + "s";
-  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
-  return std::to_string(s / 3600) + "h" + std::to_string((s % 3600) / 60) + "m";
 }
 
 const store::Summary* find_summary(const std::vector<store::Summary>& all, const std::string& m) {

@@ -273,4 +273,15 @@ TEST(RunKind, ParsesWhatToStringPrintsAndRejectsEverythingElse) {
 }
 
 }  // namespace
+TEST(FormatDuration, RoundsToTheSecondAndDropsSecondsFromAnHourOn) {
+  EXPECT_EQ(format_duration(0), "0s");
+  EXPECT_EQ(format_duration(59.4), "59s");
+  EXPECT_EQ(format_duration(59.6), "1m0s");
+  EXPECT_EQ(format_duration(125), "2m5s");
+  EXPECT_EQ(format_duration(3600 * 3 + 7 * 60 + 59), "3h7m");
+  EXPECT_EQ(format_duration(-1), "?");
+  EXPECT_EQ(format_duration(std::nan("")), "?");
+  EXPECT_EQ(format_duration(HUGE_VAL), "?");
+}
+
 }  // namespace runner

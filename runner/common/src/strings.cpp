@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 namespace runner {
@@ -98,6 +99,14 @@ bool has_control_character(std::string_view text) {
       return true;
   }
   return false;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<long long>(std::llround(seconds));
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
+  return std::to_string(s / 3600) + "h" + std::to_string((s % 3600) / 60) + "m";
 }
 
 }  // namespace runner

@@ -1,7 +1,6 @@
 // What happens inside a run process, and how the scheduler records a run
 // process that ended without recording its own verdict.
 #include <csignal>
-#include <cmath>
 #include <optional>
 #include <string>
 
@@ -13,17 +12,6 @@
 #include "runner/scheduler/scheduler.hpp"
 
 namespace runner {
-namespace {
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<long long>(std::llround(seconds));
-  if (s < 60) return std::to_string(s) + "s";
-  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
-  return std::to_string(s / 3600) + "h" + std::to_string((s % 3600) / 60) + "m";
-}
-
-}  // namespace
 
 RunOutcome execute_recorded_run(const RunContext& context) {
   const Experiment& exp = context.trial->experiment;

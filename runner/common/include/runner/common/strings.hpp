@@ -42,4 +42,8 @@ namespace runner {
 /// out of the range of double.
 [[nodiscard]] std::optional<double> parse_double(std::string_view text);
 
+/// A duration for people, rounded to the second: "45s", "2m5s", "3h7m"
+/// (seconds dropped from an hour on); "?" when negative or not finite.
+[[nodiscard]] std::string format_duration(double seconds);
+
 }  // namespace runner
