@@ -52,6 +52,35 @@ TEST_F(LimitsTest, NestingCountsKeysArraysAndInlineTablesButNotValuesOrQuotedKey
   EXPECT_EQ(expand(flat).size(), 100u);
 }
 
+// toml++ 3.3 reaches undefined behaviour (an unreachable branch) when it asks
+// whether most non-ASCII characters are Unicode whitespace; the scan refuses
+// such a character wherever toml++ would ask, and lets strings hold any.
+TEST_F(LimitsTest, NonAsciiOutsideStringsIsRefusedBeforeTheParserSeesIt) {
+  const std::string ho = "\xE1\xB8\xA9";  // U+1E29, 'ḩ'
+  const Error bare = error_of("[model]\nplugin = mlp" + ho + "\n");
+  EXPECT_EQ(std::string(bare.what()), at(2, 13) + "non-ASCII character outside a string or comment");
+  EXPECT_EQ(bare.hint(), "keys and values other than strings are ASCII; quote the text");
+
+  const Error escaped = error_of("[experiment]\nname = \"\"\"a\\" + ho + "\"\"\"\n");
+  EXPECT_EQ(std::string(escaped.what()),
+            at(2, 13) + "invalid escape: a backslash before a non-ASCII character");
+  EXPECT_EQ(escaped.hint(), "escape a character as \\uXXXX, or drop the backslash");
+
+  const Error continued = error_of("[experiment]\nname = \"\"\"a\\\n  " + ho + "\"\"\"\n");
+  EXPECT_EQ(std::string(continued.what()),
+            at(3, 3) + "non-ASCII character right after a line-ending backslash");
+
+  // A quote inside a bare value (here after a number's dot) opens no string:
+  // toml++ reads on through it as part of the token (a fuzzer's crasher).
+  const Error dotted = error_of("x = 0x.\"\"\"k" + ho + "\"\"\"\n");
+  EXPECT_EQ(std::string(dotted.what()), at(1, 12) + "non-ASCII character outside a string or comment");
+
+  // In strings, comments and quoted dotted keys, any character is fine.
+  const std::string fine = kMinimal + "# " + ho + "\n[experiment]\ndescription = \"" + ho +
+                           "\"\nname = '''" + ho + "'''\n[model]\n\"a\".\"" + ho + "\" = 1\n";
+  EXPECT_EQ(std::string(error_of(fine).what()).find("non-ASCII"), std::string::npos);
+}
+
 TEST_F(LimitsTest, OnlyRegularFilesAreRead) {
   const fs::path fifo = dir_ / "fifo.toml";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);

@@ -101,11 +101,13 @@ std::optional<TextProblem> find_text_problem(std::string_view text) {
 
   // The last character that was not whitespace, outside strings and
   // comments ('\n' at the start of a line). A quote opens a string only where
-  // a key or a value starts; inside a bare token (256'x) toml++ reads it, and
-  // whatever follows, as part of the token.
+  // a key or a value starts; inside a bare token (256'x, 0x."x") toml++ reads
+  // it, and whatever follows, as part of the token. After a dot that is a
+  // dotted key's next part, never in a value, where a dot is a number's.
   char prev = '\n';
   const auto may_open_string = [&] {
-    return std::string_view("=[{,.\n").find(prev) != std::string_view::npos;
+    if (prev == '.') return in_key || in_header;
+    return std::string_view("=[{,\n").find(prev) != std::string_view::npos;
   };
 
   while (i < n) {
