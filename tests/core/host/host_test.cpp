@@ -502,6 +502,29 @@ TEST(ClassificationModel, ConvNetChecksItsDataAndMakesExampleBatches) {
             3 * 9 * 32 + 2 * 32 + 32 * 9 * 64 + 2 * 64 + 64 * 2 * 2 * 4 + 4);
 }
 
+TEST(ClassificationModel, EvaluationTalliesLossAndTop1AccuracyPerSample) {
+  runner::PluginHost host;
+  host.load(kBuiltins);
+  auto model = host.make_model("convnet", runner::Options{}, image_context());
+  runner::Batch batch = model->example_batch(4, torch::kCPU);
+  // Logits whose argmax is the target for samples 0 and 2 only.
+  torch::Tensor logits = torch::zeros({4, 4});
+  const auto targets = batch.targets;
+  for (std::int64_t i = 0; i < 4; ++i) {
+    const std::int64_t t = targets[i].item<std::int64_t>();
+    logits[i][(i % 2 == 0) ? t : (t + 1) % 4] = 5.0;
+  }
+  const runner::EvalTally tally = model->evaluate(logits, batch);
+  EXPECT_EQ(tally.count, 4.0);
+  EXPECT_EQ(tally.sums.size(), 2u);
+  EXPECT_EQ(tally.sums.at("accuracy"), 2.0);
+  // The loss sum is the mean cross-entropy times the samples, so that the
+  // host's sum / count over many batches is the per-sample mean.
+  EXPECT_NEAR(tally.sums.at("loss"),
+              4.0 * torch::nn::functional::cross_entropy(logits, targets).item<double>(), 1e-9);
+  EXPECT_TRUE(model->finish_evaluation({{"loss", 1.0}}).empty());
+}
+
 TEST(OptimizerContext, NamesEveryTrainableParameterWithItsModuleType) {
   runner::PluginHost host;
   host.load(kBuiltins);

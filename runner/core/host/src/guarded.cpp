@@ -58,6 +58,14 @@ class GuardedModel final : public Model {
   std::optional<double> tokens_per_sample() override {
     return call_plugin(plugin_, "tokens_per_sample", [&] { return inner_->tokens_per_sample(); });
   }
+  EvalTally evaluate(const torch::Tensor& output, const Batch& batch) override {
+    return call_plugin(plugin_, "evaluate", [&] { return inner_->evaluate(output, batch); });
+  }
+  std::map<std::string, double> finish_evaluation(
+      const std::map<std::string, double>& means) override {
+    return call_plugin(plugin_, "finish_evaluation",
+                       [&] { return inner_->finish_evaluation(means); });
+  }
 
  private:
   std::unique_ptr<Model> inner_;
