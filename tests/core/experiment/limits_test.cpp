@@ -74,6 +74,8 @@ TEST_F(LimitsTest, NonAsciiOutsideStringsIsRefusedBeforeTheParserSeesIt) {
   // toml++ reads on through it as part of the token (a fuzzer's crasher).
   const Error dotted = error_of("x = 0x.\"\"\"k" + ho + "\"\"\"\n");
   EXPECT_EQ(std::string(dotted.what()), at(1, 12) + "non-ASCII character outside a string or comment");
+  const Error bracket = error_of("e = 0xA['i" + ho + "'\n");
+  EXPECT_EQ(std::string(bracket.what()), at(1, 11) + "non-ASCII character outside a string or comment");
 
   // In strings, comments and quoted dotted keys, any character is fine.
   const std::string fine = kMinimal + "# " + ho + "\n[experiment]\ndescription = \"" + ho +

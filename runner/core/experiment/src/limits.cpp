@@ -214,7 +214,22 @@ std::optional<TextProblem> find_text_problem(std::string_view text) {
       line_start = false;
       continue;
     }
-    // A value.
+    // A value. Anything but a bracket, a brace or a comma starts a bare token
+    // (a number, a date, true, or garbage), which toml++ reads up to ASCII
+    // whitespace, a comma, a closing bracket or brace, or a comment, asking
+    // of every character whether it is whitespace: quotes and brackets inside
+    // it open nothing, and a non-ASCII character in it is refused.
+    if (std::string_view("[{]},").find(c) == std::string_view::npos) {
+      while (i < n && std::string_view(" \t\r\n]},#").find(text[i]) == std::string_view::npos) {
+        if ((static_cast<unsigned char>(text[i]) & 0x80U) != 0)
+          return TextProblem{pos, "non-ASCII character outside a string or comment",
+                             "keys and values other than strings are ASCII; quote the text"};
+        prev = text[i];
+        advance(1);
+      }
+      line_start = false;
+      continue;
+    }
     if (c == '[' || c == '{') {
       open.push_back({c, key_dots + 1});
       enclosing += key_dots + 1;
