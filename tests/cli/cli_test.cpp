@@ -212,6 +212,20 @@ TEST_F(BadInputTest, MismatchedPluginAbiNamesTheFile) {
   EXPECT_FALSE(fs::exists(db_));
 }
 
+TEST_F(BadInputTest, EveryShippedExperimentValidates) {
+  // experiments/ is what a newcomer runs first; each file must validate with
+  // the built-in plugins alone.
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(RUNNER_SOURCE_DIR) / "experiments")) {
+    if (entry.path().extension() != ".toml") continue;
+    ++files;
+    const Result r = runner("validate " + entry.path().string());
+    EXPECT_EQ(r.code, 0) << entry.path() << "\n" << r.err;
+    EXPECT_EQ(r.out.substr(0, r.out.find('\n')), entry.path().string() + ": ok");
+  }
+  EXPECT_GE(files, 3);
+}
+
 TEST_F(BadInputTest, ALibraryThatIsNotARunnerPluginNeverRuns) {
   // Its constructor would write the marker and abort: validate must refuse it
   // from its file, exit 2, and never load it.
