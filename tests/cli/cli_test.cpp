@@ -194,7 +194,7 @@ TEST_F(BadInputTest, UnknownPluginListsTheAvailableOnes) {
   expect_rejected("run " + file.string(),
                   "error: " + file.string() +
                       ":6:10: unknown model plugin 'mpl'; did you mean 'mlp'?\n"
-                      "hint: available model plugins: convnet, mlp; run 'runner plugins' to see what "
+                      "hint: available model plugins: convnet, mlp, resnet; run 'runner plugins' to see what "
                       "is loaded\n");
 }
 

@@ -92,13 +92,13 @@ class RegistrationMode {
 TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
   runner::PluginHost host;
   host.load(kBuiltins);
-  EXPECT_EQ(host.names(runner::PluginKind::model), (std::vector<std::string>{"convnet", "mlp"}));
+  EXPECT_EQ(host.names(runner::PluginKind::model), (std::vector<std::string>{"convnet", "mlp", "resnet"}));
   EXPECT_EQ(host.names(runner::PluginKind::optimizer), std::vector<std::string>{"sgd"});
   EXPECT_EQ(host.names(runner::PluginKind::loader), std::vector<std::string>{"synthetic"});
   EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
             (std::vector<std::string>{"allreduce", "compressed_allreduce"}));
   EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());
-  ASSERT_EQ(host.libraries().size(), 5u);
+  ASSERT_EQ(host.libraries().size(), 6u);
   const runner::PluginDescriptor* mlp = host.find(runner::PluginKind::model, "mlp");
   ASSERT_NE(mlp, nullptr);
   ASSERT_NE(mlp->schema.find("hidden"), nullptr);
