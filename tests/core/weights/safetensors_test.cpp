@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "runner/common/error.hpp"
+#include "support/cli_harness.hpp"
 #include "support/expect_throw_msg.hpp"
 #include "support/python_oracle.hpp"
 
@@ -23,13 +24,8 @@ using runner::weights::TensorView;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("runner_safetensors_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  runner::test::TempDir tmp_{"runner_safetensors"};
+  const fs::path& dir_ = tmp_.path();
 
   /// A file of the 8-byte length `length`, then `header`, then `data` bytes.
   fs::path raw(const std::string& name, std::uint64_t length, const std::string& header,
@@ -55,7 +51,6 @@ class SafetensorsTest : public ::testing::Test {
     return "cannot read weights from '" + path.string() + "': ";
   }
 
-  fs::path dir_;
 };
 
 template <typename T>

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "runner/common/error.hpp"
+#include "support/cli_harness.hpp"
 #include "support/expect_throw_msg.hpp"
 #include "support/python_oracle.hpp"
 
@@ -23,14 +24,8 @@ torch::nn::Sequential small(std::int64_t width = 4) {
 
 class StateTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("runner_state_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  runner::test::TempDir tmp_{"runner_state"};
+  const fs::path& dir_ = tmp_.path();
 };
 
 TEST_F(StateTest, WeightsSavedFromPythonComputeTheSameOutput) {
