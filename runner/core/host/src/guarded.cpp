@@ -66,6 +66,9 @@ class GuardedModel final : public Model {
     return call_plugin(plugin_, "finish_evaluation",
                        [&] { return inner_->finish_evaluation(means); });
   }
+  std::map<std::string, std::string> tied_parameters() override {
+    return call_plugin(plugin_, "tied_parameters", [&] { return inner_->tied_parameters(); });
+  }
 
  private:
   std::unique_ptr<Model> inner_;

@@ -71,6 +71,13 @@ class Model {
       const std::map<std::string, double>& /*means*/) {
     return {};
   }
+  /// Names a Python state dict of this model holds for a parameter the
+  /// module registers once under another name (alias -> parameter), as tied
+  /// embeddings are: `lm_head.weight` -> `transformer.wte.weight`. Loading
+  /// weights accepts the alias (the module's parameter is already set from
+  /// its own name); saving writes it as a copy, so Python's strict
+  /// load_state_dict finds every key. None by default.
+  virtual std::map<std::string, std::string> tied_parameters() { return {}; }
 };
 
 }  // namespace runner
