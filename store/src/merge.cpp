@@ -26,7 +26,8 @@ MergeCounts& MergeCounts::operator+=(const MergeCounts& other) {
        {std::pair{&experiments, &other.experiments}, std::pair{&trials, &other.trials},
         std::pair{&fingerprints, &other.fingerprints}, std::pair{&runs, &other.runs},
         std::pair{&run_plugins, &other.run_plugins}, std::pair{&samples, &other.samples},
-        std::pair{&summaries, &other.summaries}, std::pair{&metrics, &other.metrics}}) {
+        std::pair{&summaries, &other.summaries}, std::pair{&metrics, &other.metrics},
+        std::pair{&evaluations, &other.evaluations}, std::pair{&run_files, &other.run_files}}) {
     mine->added += theirs->added;
     mine->present += theirs->present;
   }
@@ -88,6 +89,8 @@ class Merger {
               "cv"},
              counts_.summaries);
     children("metrics", {"name", "value", "unit"}, counts_.metrics);
+    children("evaluations", {"step", "metric", "value"}, counts_.evaluations);
+    children("run_files", {"role", "path", "sha256", "bytes"}, counts_.run_files);
     return counts_;
   }
 

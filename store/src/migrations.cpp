@@ -347,6 +347,52 @@ ALTER TABLE runs ADD COLUMN pid_start INTEGER;
 CREATE UNIQUE INDEX runs_live_claim ON runs(claim) WHERE status = 'running';
 )sql";
 
+// Version 5 (held-out evaluation, weights files): the values of each
+// evaluation of a run (every N steps and at the end), and the weights files
+// it read ([model] init_from) or wrote ([train] save_to), each with its
+// SHA-256 and size so that a later run can tell whether it started from the
+// same bytes. Both are written with the verdict (finish_run). Roles are not
+// a CHECK list, so that a new role needs no table rebuild. The view
+// run_evaluations reads like run_summaries: one row per value, with the
+// run's experiment, trial and effective status.
+constexpr const char* kSchemaV5 = R"sql(
+CREATE TABLE evaluations (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step   INTEGER NOT NULL CHECK (step >= 0),
+  metric TEXT NOT NULL CHECK (metric <> ''),
+  value  REAL,
+  PRIMARY KEY (run_id, step, metric)
+) WITHOUT ROWID;
+
+CREATE TABLE run_files (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  role   TEXT NOT NULL CHECK (role <> ''),
+  path   TEXT NOT NULL CHECK (path <> ''),
+  sha256 TEXT NOT NULL CHECK (length(sha256) = 64 AND sha256 NOT GLOB '*[^0-9a-f]*'),
+  bytes  INTEGER NOT NULL CHECK (bytes >= 0),
+  PRIMARY KEY (run_id, role)
+);
+
+CREATE VIEW run_evaluations AS
+SELECT r.id           AS run_id,
+       e.name         AS experiment,
+       r.trial_id     AS trial_id,
+       t.config_hash  AS config_hash,
+       r.repeat_index AS repeat_index,
+       r.kind         AS kind,
+       )sql" RUNNER_EFFECTIVE_STATUS("r") R"sql( AS status,
+       v.step         AS step,
+       v.metric       AS metric,
+       v.value        AS value,
+       r.status       AS stored_status,
+       t.label        AS label,
+       t.identity     AS identity
+FROM evaluations AS v
+JOIN runs AS r ON r.id = v.run_id
+JOIN trials AS t ON t.id = r.trial_id
+JOIN experiments AS e ON e.id = t.experiment_id;
+)sql";
+
 #undef RUNNER_NOW
 
 constexpr int parse_decimal(const char* text) {
@@ -357,7 +403,8 @@ constexpr int parse_decimal(const char* text) {
 static_assert(parse_decimal(RUNNER_STALE_SECONDS) == kStaleHeartbeatSeconds,
               "the views' stale threshold must match kStaleHeartbeatSeconds");
 
-constexpr std::array<const char*, 4> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
+constexpr std::array<const char*, 5> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
+                                                    kSchemaV5};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

@@ -173,6 +173,22 @@ std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
         detail.metrics.push_back({query.text(0), query.real(1, kNaN), query.text(2)});
     }
     {
+      Statement query(db_.get(),
+                      "SELECT step, metric, value FROM evaluations WHERE run_id = ?1 "
+                      "ORDER BY step, metric");
+      query.bind_int(1, run_id);
+      while (query.step())
+        detail.evaluations.push_back({query.int64(0), query.text(1), query.real(2, kNaN)});
+    }
+    {
+      Statement query(db_.get(),
+                      "SELECT role, path, sha256, bytes FROM run_files WHERE run_id = ?1 "
+                      "ORDER BY role");
+      query.bind_int(1, run_id);
+      while (query.step())
+        detail.files.push_back({query.text(0), query.text(1), query.text(2), query.int64(3)});
+    }
+    {
       Statement query(db_.get(), "SELECT count(*) FROM samples WHERE run_id = ?1");
       query.bind_int(1, run_id);
       if (query.step()) detail.sample_count = query.int64(0);

@@ -2,7 +2,10 @@
 // start to its verdict; measured peaks.
 #include <unistd.h>
 
+#include <map>
 #include <random>
+#include <set>
+#include <utility>
 
 #include "runner/common/sha256.hpp"
 #include "schema.hpp"
@@ -245,9 +248,61 @@ void Store::heartbeat(std::int64_t run_id) {
   });
 }
 
+namespace {
+
+bool is_sha256_hex(const std::string& text) {
+  return text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+/// Checks what finish_run is given beyond the verdict before anything is
+/// written: a repeated (step, metric) or role would otherwise be a bare
+/// constraint failure, or, worse, one value silently standing for two.
+void check_evaluations_and_files(const std::string& doing,
+                                 const std::vector<Evaluation>& evaluations,
+                                 const std::vector<RunFile>& files) {
+  std::set<std::pair<std::int64_t, std::string>> seen;
+  for (const Evaluation& e : evaluations) {
+    const std::string what = "evaluation '" + e.metric + "' at step " + std::to_string(e.step);
+    if (e.metric.empty())
+      throw Error(doing + ": evaluation at step " + std::to_string(e.step) +
+                      " has no metric name",
+                  {}, ErrorKind::run);
+    if (e.step < 0)
+      throw Error(doing + ": " + what + ": invalid step (expected 0 or more)", {},
+                  ErrorKind::run);
+    if (!seen.emplace(e.step, e.metric).second)
+      throw Error(doing + ": " + what +
+                      " is given twice (each metric is recorded once per evaluation step)",
+                  {}, ErrorKind::run);
+  }
+  std::map<std::string, std::string> paths;  // by role
+  for (const RunFile& f : files) {
+    const std::string what = "weights file '" + f.path + "' (" + f.role + ")";
+    if (f.role.empty())
+      throw Error(doing + ": weights file '" + f.path + "' has no role", {}, ErrorKind::run);
+    if (const auto [it, added] = paths.emplace(f.role, f.path); !added)
+      throw Error(doing + ": weights file role '" + f.role + "' is given twice ('" + it->second +
+                      "', then '" + f.path + "'; a run has one file per role)",
+                  {}, ErrorKind::run);
+    if (f.path.empty() || f.path.front() != '/')
+      throw Error(doing + ": " + what + ": expected an absolute path", {}, ErrorKind::run);
+    if (!is_sha256_hex(f.sha256))
+      throw Error(doing + ": " + what + ": invalid sha256 '" + f.sha256 +
+                      "' (expected 64 lowercase hex digits)",
+                  {}, ErrorKind::run);
+    if (f.bytes < 0)
+      throw Error(doing + ": " + what + ": invalid size " + std::to_string(f.bytes) +
+                      " (expected 0 or more bytes)",
+                  {}, ErrorKind::run);
+  }
+}
+
+}  // namespace
+
 void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string& error,
                        const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
-                       int signal) {
+                       int signal, const std::vector<Evaluation>& evaluations,
+                       const std::vector<RunFile>& files) {
   const std::string doing = "cannot finish run " + std::to_string(run_id);
   if (status == RunStatus::running) {
     throw Error(doing +
@@ -261,6 +316,7 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
                     "' (expected 0, or a positive signal number for a run that did not finish)",
                 {}, ErrorKind::run);
   }
+  check_evaluations_and_files(doing, evaluations, files);
   with_context(doing, [&] {
     Transaction tx(db_.get());
     {
@@ -318,6 +374,30 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
       insert_metric.bind_real(3, m.value);
       insert_metric.bind_text(4, m.unit);
       insert_metric.run();
+    }
+
+    Statement insert_evaluation(
+        db_.get(), "INSERT INTO evaluations (run_id, step, metric, value) VALUES (?1, ?2, ?3, ?4)");
+    for (const Evaluation& e : evaluations) {
+      insert_evaluation.reset();
+      insert_evaluation.bind_int(1, run_id);
+      insert_evaluation.bind_int(2, e.step);
+      insert_evaluation.bind_text(3, e.metric);
+      insert_evaluation.bind_real(4, e.value);  // NaN -> NULL
+      insert_evaluation.run();
+    }
+
+    Statement insert_file(db_.get(),
+                          "INSERT INTO run_files (run_id, role, path, sha256, bytes) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5)");
+    for (const RunFile& f : files) {
+      insert_file.reset();
+      insert_file.bind_int(1, run_id);
+      insert_file.bind_text(2, f.role);
+      insert_file.bind_text(3, f.path);
+      insert_file.bind_text(4, f.sha256);
+      insert_file.bind_int(5, f.bytes);
+      insert_file.run();
     }
     tx.commit();
   });

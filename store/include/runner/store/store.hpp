@@ -32,7 +32,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -98,6 +98,21 @@ struct Metric {
   std::string unit;
 };
 
+/// One value of one held-out evaluation of a run.
+struct Evaluation {
+  std::int64_t step = 0;   ///< optimizer steps done when it was taken (warm-up included)
+  std::string metric;      ///< "loss", "accuracy", "perplexity", ...
+  double value = 0;        ///< NaN is stored as NULL and read back as NaN
+};
+
+/// A weights file a run read or wrote.
+struct RunFile {
+  std::string role;        ///< "init_from" (read at start) or "save_to" (written at the end)
+  std::string path;        ///< absolute path
+  std::string sha256;      ///< lowercase hex of the file's bytes
+  std::int64_t bytes = 0;  ///< its size
+};
+
 /// A row of `runner runs`.
 struct RunRow {
   std::int64_t id = 0;
@@ -133,6 +148,8 @@ struct RunDetail {
   std::vector<PluginRecord> plugins;
   std::vector<Summary> summaries;
   std::vector<Metric> metrics;
+  std::vector<Evaluation> evaluations;  ///< by step, then metric
+  std::vector<RunFile> files;           ///< weights files, by role
   std::int64_t sample_count = 0;
 };
 
@@ -170,7 +187,8 @@ struct TableCounts {
 
 /// What merge_from did with one input database.
 struct MergeCounts {
-  TableCounts experiments, trials, fingerprints, runs, run_plugins, samples, summaries, metrics;
+  TableCounts experiments, trials, fingerprints, runs, run_plugins, samples, summaries, metrics,
+      evaluations, run_files;
   /// Runs still "running" in the input with a live heartbeat: not copied
   /// (their process may still write them); merge again once they are done.
   std::int64_t runs_running = 0;
@@ -243,12 +261,16 @@ class Store {
   /// Updates heartbeat_at = now.
   void heartbeat(std::int64_t run_id);
   /// Sets the final status (not running), error text, finished_at, the
-  /// signal that ended the run (0: none), and writes summaries and metrics,
-  /// all in one transaction. Throws if the run already has a final status
-  /// (also when mark_stale_runs_interrupted() converted it meanwhile).
+  /// signal that ended the run (0: none), and writes summaries, metrics,
+  /// held-out evaluations and the weights files read or written, all in one
+  /// transaction. Throws if the run already has a final status (also when
+  /// mark_stale_runs_interrupted() converted it meanwhile), and for two
+  /// evaluations with the same step and metric or two files with the same
+  /// role; nothing is written then and the run stays running.
   void finish_run(std::int64_t run_id, RunStatus status, const std::string& error,
                   const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
-                  int signal = 0);
+                  int signal = 0, const std::vector<Evaluation>& evaluations = {},
+                  const std::vector<RunFile>& files = {});
   /// Finishes a running run as "interrupted" with `error`, for the Ctrl-C
   /// path (call it from normal code after the signal, never from a handler).
   /// Returns false, changing nothing, if the run already has a final status;
@@ -288,7 +310,8 @@ class Store {
   /// experiments, trials and fingerprints are matched by identity (name +
   /// source SHA-256; experiment + trial identity; hash) and not duplicated;
   /// runs are matched by uuid, and a run already present is skipped with its
-  /// plugins, samples, summaries and metrics; new runs get new ids. The input
+  /// plugins, samples, summaries, metrics, evaluations and files; new runs
+  /// get new ids. The input
   /// is opened read-only and never modified; an input at an older schema
   /// version is merged from a migrated temporary copy. A stale "running" run
   /// is copied as "interrupted"; a live one is not copied (runs_running).
