@@ -7,7 +7,9 @@ biases at zero, which would hide a wrong layout), and saves, as a plain dict
 with torch.save (LibTorch's pickle_load reads a dict, not an OrderedDict): the
 state, an input batch and targets, the eval-mode and train-mode logits, the
 state after SGD steps in train mode, the parameter count and the forward
-FLOPs of one sample. With --meta: only the parameter count and the FLOPs,
+FLOPs of one sample (as floats: LibTorch's unpickler reads a Python int
+of 2**31 or more only when pickle wrote it in 8 bytes, and pickle writes the
+fewest bytes). With --meta: only the parameter count and the FLOPs,
 from a model on the meta device (no memory, no arithmetic: for full sizes).
 
 FLOPs are counted by torch.utils.flop_counter under the math backend of
@@ -72,7 +74,7 @@ print(f"vit {args.config}/{args.patch} at {args.image}, {args.classes} classes: 
       f"{params} parameters, {flops} FLOPs per sample", end="")
 if args.meta:
     print()
-    torch.save({"params": params, "flops": flops}, args.out)
+    torch.save({"params": params, "flops": float(flops)}, args.out)
     raise SystemExit(0)
 flops_cpu_default = count_flops(sample, math_attention=False)
 print(f" ({flops_cpu_default} counted through the CPU's default attention kernel)")
@@ -108,8 +110,8 @@ torch.save(
         "train_out": train_out,
         "after": {k: v.clone() for k, v in model.state_dict().items()},
         "params": params,
-        "flops": flops,
-        "flops_cpu_default": flops_cpu_default,
+        "flops": float(flops),
+        "flops_cpu_default": float(flops_cpu_default),
     },
     args.out,
 )
