@@ -128,6 +128,71 @@ TensorEntry parse_entry(const std::filesystem::path& path, const std::string& na
 std::size_t dtype_size(DType dtype) { return info(dtype).size; }
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 
+SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head,
+                                           std::uint64_t file_size,
+                                           const std::filesystem::path& path) {
+  if (head.size() > file_size) throw Error("internal: more bytes given than the file holds");
+  if (file_size < 8)
+    refuse(path, "the file is " + std::to_string(file_size) +
+                     " bytes, shorter than the 8-byte header length a safetensors file starts "
+                     "with");
+  if (head.size() < 8) throw Error("internal: the 8-byte header length was not given");
+  std::uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<std::uint8_t>(head[i]);
+  if (length > kMaxHeaderBytes)
+    refuse(path, "its header length is " + std::to_string(length) +
+                     " bytes, over the 100 MiB runner reads (not a safetensors file?)");
+  if (length > file_size - 8)
+    refuse(path, "its header length is " + std::to_string(length) + " bytes, but only " +
+                     std::to_string(file_size - 8) + " bytes follow (a truncated file?)");
+  if (length > head.size() - 8) throw Error("internal: the header was not given whole");
+  SafetensorsHeader out;
+  out.data_offset = 8 + length;
+  const auto* text = reinterpret_cast<const char*>(head.data() + 8);
+  json doc;
+  try {
+    doc = json::parse(text, text + length);
+  } catch (const json::exception& e) {
+    refuse(path, std::string("its header is not valid JSON: ") + e.what());
+  }
+  if (!doc.is_object()) refuse(path, "its header is not a JSON object");
+  const std::uint64_t data_size = file_size - out.data_offset;
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) refuse(path, "__metadata__ is not an object of strings");
+      for (const auto& [mkey, mvalue] : value.items()) {
+        if (!mvalue.is_string()) refuse(path, "__metadata__ is not an object of strings");
+        out.metadata[mkey] = mvalue.get<std::string>();
+      }
+      continue;
+    }
+    out.tensors.push_back(parse_entry(path, key, value, data_size));
+  }
+  // The entries must tile the data: no overlap, no gap, nothing after.
+  std::vector<const TensorEntry*> by_offset;
+  for (const auto& t : out.tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorEntry* a, const TensorEntry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  std::uint64_t covered = 0;
+  const TensorEntry* previous = nullptr;
+  for (const TensorEntry* t : by_offset) {
+    if (t->begin < covered)
+      refuse(path, "tensors '" + previous->name + "' and '" + t->name + "' overlap");
+    if (t->begin > covered)
+      refuse(path, "bytes " + std::to_string(covered) + " to " + std::to_string(t->begin) +
+                       " of the data belong to no tensor");
+    covered = t->end;
+    previous = t;
+  }
+  if (covered != data_size)
+    refuse(path, "bytes " + std::to_string(covered) + " to " + std::to_string(data_size) +
+                     " of the data belong to no tensor");
+  std::sort(out.tensors.begin(), out.tensors.end(),
+            [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
+  return out;
+}
+
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
@@ -152,61 +217,10 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     ::close(fd);
   }
   try {
-    if (size_ < 8)
-      refuse(path, "the file is " + std::to_string(size_) +
-                       " bytes, shorter than the 8-byte header length a safetensors file starts "
-                       "with");
-    std::uint64_t header = 0;
-    for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<std::uint8_t>(map_[i]);
-    if (header > kMaxHeaderBytes)
-      refuse(path, "its header length is " + std::to_string(header) +
-                       " bytes, over the 100 MiB runner reads (not a safetensors file?)");
-    if (header > size_ - 8)
-      refuse(path, "its header length is " + std::to_string(header) + " bytes, but only " +
-                       std::to_string(size_ - 8) + " bytes follow (a truncated file?)");
-    data_offset_ = 8 + header;
-    const auto* text = reinterpret_cast<const char*>(map_ + 8);
-    json doc;
-    try {
-      doc = json::parse(text, text + header);
-    } catch (const json::exception& e) {
-      refuse(path, std::string("its header is not valid JSON: ") + e.what());
-    }
-    if (!doc.is_object()) refuse(path, "its header is not a JSON object");
-    const std::uint64_t data_size = size_ - data_offset_;
-    for (const auto& [key, value] : doc.items()) {
-      if (key == "__metadata__") {
-        if (!value.is_object()) refuse(path, "__metadata__ is not an object of strings");
-        for (const auto& [mkey, mvalue] : value.items()) {
-          if (!mvalue.is_string()) refuse(path, "__metadata__ is not an object of strings");
-          metadata_[mkey] = mvalue.get<std::string>();
-        }
-        continue;
-      }
-      tensors_.push_back(parse_entry(path, key, value, data_size));
-    }
-    // The entries must tile the data: no overlap, no gap, nothing after.
-    std::vector<const TensorEntry*> by_offset;
-    for (const auto& t : tensors_) by_offset.push_back(&t);
-    std::sort(by_offset.begin(), by_offset.end(), [](const TensorEntry* a, const TensorEntry* b) {
-      return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-    });
-    std::uint64_t covered = 0;
-    const TensorEntry* previous = nullptr;
-    for (const TensorEntry* t : by_offset) {
-      if (t->begin < covered)
-        refuse(path, "tensors '" + previous->name + "' and '" + t->name + "' overlap");
-      if (t->begin > covered)
-        refuse(path, "bytes " + std::to_string(covered) + " to " + std::to_string(t->begin) +
-                         " of the data belong to no tensor");
-      covered = t->end;
-      previous = t;
-    }
-    if (covered != data_size)
-      refuse(path, "bytes " + std::to_string(covered) + " to " + std::to_string(data_size) +
-                       " of the data belong to no tensor");
-    std::sort(tensors_.begin(), tensors_.end(),
-              [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
+    SafetensorsHeader header = parse_safetensors_header({map_, size_}, size_, path);
+    data_offset_ = header.data_offset;
+    tensors_ = std::move(header.tensors);
+    metadata_ = std::move(header.metadata);
   } catch (...) {
     if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), size_);
     throw;

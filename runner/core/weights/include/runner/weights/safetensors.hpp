@@ -38,6 +38,23 @@ struct TensorEntry {
 /// The largest header runner reads (the format's own readers cap it at 100 MB).
 inline constexpr std::uint64_t kMaxHeaderBytes = 100ULL << 20;
 
+/// What a safetensors header says, checked against the size of its file.
+struct SafetensorsHeader {
+  std::uint64_t data_offset = 0;                ///< where the data starts: 8 + the header's length
+  std::vector<TensorEntry> tensors;             ///< sorted by name
+  std::map<std::string, std::string> metadata;  ///< the header's "__metadata__"
+};
+
+/// Checks the start of a safetensors file of `file_size` bytes: `head` is its
+/// first bytes (the 8-byte length and the header it announces, or more; the
+/// whole file will do). Every entry's byte range must match its dtype and
+/// shape, lie inside the data, and the entries must cover the data without
+/// overlap or gap. Reads no file and needs no LibTorch (the fuzz target calls
+/// it). Throws runner::Error naming `path` and what is wrong.
+[[nodiscard]] SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head,
+                                                         std::uint64_t file_size,
+                                                         const std::filesystem::path& path);
+
 /// A safetensors file, memory-mapped read-only and checked: every entry's
 /// byte range matches its dtype and shape, lies inside the data, and the
 /// entries cover the data without overlap or gap. Throws runner::Error
