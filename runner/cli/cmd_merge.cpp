@@ -84,7 +84,8 @@ int handle_merge(const Args& args, const Global& /*global*/) {
       {"experiments", &total.experiments}, {"trials", &total.trials},
       {"fingerprints", &total.fingerprints}, {"runs", &total.runs},
       {"run_plugins", &total.run_plugins},   {"samples", &total.samples},
-      {"summaries", &total.summaries},       {"metrics", &total.metrics}};
+      {"summaries", &total.summaries},       {"metrics", &total.metrics},
+      {"evaluations", &total.evaluations},   {"run_files", &total.run_files}};
   for (const auto& [name, c] : rows)
     table.add({name, std::to_string(c->added), std::to_string(c->present)});
   table.print(std::cout);

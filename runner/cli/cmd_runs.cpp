@@ -1,6 +1,9 @@
 // runner runs / runner show RUN_ID
 #include <cmath>
 #include <iostream>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "table.hpp"
@@ -28,6 +31,29 @@ int handle_runs(const Args& args, const Global& global) {
   return kExitOk;
 }
 
+/// The evaluations of a run as a table: one row per step, one column per
+/// metric (by name); "-" where a metric was not recorded at a step.
+Table evaluation_table(const std::vector<store::Evaluation>& evaluations) {
+  std::map<std::string, std::size_t> column;  // metric -> column, after "eval step"
+  for (const auto& e : evaluations) column.emplace(e.metric, 0);
+  std::vector<std::string> header = {"eval step"};
+  for (auto& [metric, index] : column) {
+    index = header.size();
+    header.push_back(terminal_safe(metric));  // Table escapes rows, not the header
+  }
+  Table table(header);
+  // get_run() orders by step, so one step's values are adjacent.
+  for (std::size_t i = 0; i < evaluations.size();) {
+    const std::int64_t step = evaluations[i].step;
+    std::vector<std::string> row(header.size(), "-");
+    row[0] = std::to_string(step);
+    for (; i < evaluations.size() && evaluations[i].step == step; ++i)
+      row[column.at(evaluations[i].metric)] = format_number(evaluations[i].value);
+    table.add(std::move(row));
+  }
+  return table;
+}
+
 // Fingerprint fields worth showing by default; --full prints all of them.
 bool headline_field(const std::string& key) {
   for (const char* k : {"host.hostname", "host.os", "cpu.model", "cpu.logical_cores",
@@ -49,12 +75,13 @@ int handle_show(const Args& args, const Global& global) {
   std::cout << "run " << r.id << "  " << terminal_safe(r.experiment) << "  (" << r.kind << ", trial "
             << r.trial_id << ", repeat " << r.repeat_index << ")\n"
             << "status:   " << r.status << "\n"
-            << "started:  " << r.started_at << "\n"
-            << "finished: " << (r.finished_at.empty() ? "-" : r.finished_at) << "\n"
+            << "started:  " << terminal_safe(r.started_at) << "\n"
+            << "finished: " << (r.finished_at.empty() ? "-" : terminal_safe(r.finished_at)) << "\n"
             << "seed:     " << run->seed << "\n"
             << "load:     " << format_number(run->load_average) << " (1-minute average at start)\n"
             << "samples:  " << run->sample_count << "\n"
-            << "config:   " << run->config_hash << "\n  " << terminal_safe(run->config_json) << "\n";
+            << "config:   " << terminal_safe(run->config_hash) << "\n  "
+            << terminal_safe(run->config_json) << "\n";
   if (!run->error.empty()) std::cout << "error:    " << terminal_safe(run->error) << "\n";
 
   if (!run->summaries.empty()) {
@@ -77,6 +104,17 @@ int handle_show(const Args& args, const Global& global) {
     for (const auto& m : run->metrics) t.add({m.name, format_number(m.value), m.unit});
     t.print(std::cout);
   }
+  if (!run->files.empty()) {
+    std::cout << "\n";
+    Table t({"weights", "sha256", "bytes", "path"});
+    for (const auto& f : run->files)
+      t.add({f.role, f.sha256.substr(0, 16), std::to_string(f.bytes), f.path});
+    t.print(std::cout);
+  }
+  if (!run->evaluations.empty()) {
+    std::cout << "\n";
+    evaluation_table(run->evaluations).print(std::cout);
+  }
   if (!run->plugins.empty()) {
     std::cout << "\n";
     Table t({"kind", "plugin", "version", "sha256", "library"});
@@ -84,7 +122,12 @@ int handle_show(const Args& args, const Global& global) {
       t.add({p.kind, p.name, p.version, p.sha256.substr(0, 16), p.library});
     t.print(std::cout);
   }
-  std::cout << "\nfingerprint " << run->fingerprint_hash.substr(0, 16)
+  // A run may be recorded without a fingerprint (runs.fingerprint_id NULL).
+  if (run->fingerprint_json.empty()) {
+    std::cout << "\nfingerprint: none recorded\n";
+    return kExitOk;
+  }
+  std::cout << "\nfingerprint " << terminal_safe(run->fingerprint_hash.substr(0, 16))
             << (args.has("--full") ? "" : " (--full for every field)") << "\n";
   for (const auto& [key, value] : parse_json_object(run->fingerprint_json)) {
     if (!args.has("--full") && !headline_field(key)) continue;
@@ -107,7 +150,8 @@ Command runs_command() {
 Command show_command() {
   CommandDef def;
   def.name = "show";
-  def.summary = "show one run: status, statistics, metrics, plugins, fingerprint";
+  def.summary =
+      "show one run: status, statistics, metrics, weights, evaluations, plugins, fingerprint";
   def.usage = "runner show RUN_ID [options]";
   def.positionals = {"RUN_ID"};
   def.options = {{"--full", "", "print every fingerprint field", false}};

@@ -41,7 +41,11 @@ class MergeCliTest : public runner::test::CliTestBase {
         start.kind = runner::RunKind::train;
         const auto run = store.begin_run(start);
         store.add_samples(run, {Sample{0, true, 10}, Sample{1, false, 9}, Sample{2, false, 8}});
-        store.finish_run(run, runner::store::RunStatus::finished, "", {}, {{"samples_per_s", 1, "1/s"}});
+        // Two evaluation values and one weights file per run (schema 5).
+        store.finish_run(run, runner::store::RunStatus::finished, "", {},
+                         {{"samples_per_s", 1, "1/s"}}, 0,
+                         {{10, "loss", 0.5}, {10, "accuracy", 0.75}},
+                         {{"save_to", "/w/" + t + ".safetensors", std::string(64, 'a'), 1234}});
       }
     }
   }
@@ -76,11 +80,15 @@ TEST_F(MergeCliTest, MergesShardsAndReportsWhatItAdded) {
                        "samples          24                0\n"
                        "summaries         0                0\n"
                        "metrics           8                0\n"
+                       "evaluations      16                0\n"
+                       "run_files         8                0\n"
                        "merged 2 database(s) into " + all_.string() + "\n");
   EXPECT_EQ(query(all_, "SELECT count(*) FROM experiments"), 1);
   EXPECT_EQ(query(all_, "SELECT count(*) FROM trials"), 3);
   EXPECT_EQ(query(all_, "SELECT count(*) FROM runs"), 8);
   EXPECT_EQ(query(all_, "SELECT count(*) FROM samples"), 24);
+  EXPECT_EQ(query(all_, "SELECT count(*) FROM evaluations"), 16);
+  EXPECT_EQ(query(all_, "SELECT count(*) FROM run_files"), 8);
   EXPECT_EQ(query(all_, "SELECT count(DISTINCT uuid) FROM runs"), 8);
   EXPECT_EQ(query(all_, "PRAGMA user_version"), runner::store::kSchemaVersion);
   EXPECT_EQ(integrity(all_), "ok");
@@ -96,6 +104,10 @@ TEST_F(MergeCliTest, MergingAgainAddsNothing) {
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')),
             a_.string() + ": 0 run(s) added, 2 already present");
   EXPECT_NE(r.out.find("runs              0                2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("evaluations       0                4\n"
+                       "run_files         0                2\n"),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(query(all_, "SELECT count(*) FROM runs"), 2);
   EXPECT_EQ(integrity(all_), "ok");
 }
