@@ -154,32 +154,43 @@ warmup = {warmup}
 """
 
 
-def run_runner(runner, tmp, name, config, threads, steps, warmup):
-    path = os.path.join(tmp, f"{name}.toml")
-    with open(path, "w") as f:
-        f.write(experiment_toml(config, threads, steps, warmup))
-    db = os.path.join(tmp, "runner.db")
+def run_experiment_file(runner, path, db):
+    """`runner run PATH` (default isolation: the run in a fresh child process)
+    into the database DB; returns the new run's metrics {name: value} and the
+    median of each of its summaries {metric: p50}, e.g. "step_time" or
+    "latency" and the phases ("data", "forward", ...), in ns. Raises unless the
+    run finished."""
     proc = subprocess.run([runner, "run", path, "--db", db, "--force", "--log-level", "error"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"runner exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
     con = sqlite3.connect(db)
     try:
-        (run_id,) = con.execute("SELECT max(id) FROM runs WHERE status = 'finished'").fetchone()
-        (sps,) = con.execute("SELECT value FROM metrics WHERE run_id = ? AND name = 'samples_per_s'",
-                             (run_id,)).fetchone()
-        (p50,) = con.execute("SELECT p50 FROM summaries WHERE run_id = ? AND metric = 'step_time'",
-                             (run_id,)).fetchone()
+        run_id, status, error = con.execute(
+            "SELECT id, status, error FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        if status != "finished":
+            raise RuntimeError(f"runner's run {run_id} ended {status}: {error}")
+        metrics = dict(con.execute("SELECT name, value FROM metrics WHERE run_id = ?", (run_id,)))
+        p50 = dict(con.execute("SELECT metric, p50 FROM summaries WHERE run_id = ?", (run_id,)))
     finally:
         con.close()
-    return {"steps_per_s": sps / config["batch"], "median_step_ns": p50}
+    return metrics, p50
 
 
-def run_python(side, name, threads, steps, warmup, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--config", name,
-           "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup)]
+def run_runner(runner, tmp, name, config, threads, steps, warmup):
+    path = os.path.join(tmp, f"{name}.toml")
+    with open(path, "w") as f:
+        f.write(experiment_toml(config, threads, steps, warmup))
+    metrics, p50 = run_experiment_file(runner, path, os.path.join(tmp, "runner.db"))
+    return {"steps_per_s": metrics["samples_per_s"] / config["batch"],
+            "median_step_ns": p50["step_time"]}
+
+
+def run_json_worker(cmd, timeout):
+    """Runs a Python worker command in a fresh process; returns the JSON of its
+    last output line. OMP_NUM_THREADS is removed from its environment, so that
+    no OpenMP variable overrides torch.set_num_threads."""
     env = dict(os.environ)
-    # Same thread count in every side: no OpenMP variable overrides set_num_threads.
     env.pop("OMP_NUM_THREADS", None)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -191,6 +202,18 @@ def run_python(side, name, threads, steps, warmup, timeout):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def run_python(side, name, threads, steps, warmup, timeout):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--config", name,
+           "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup)]
+    return run_json_worker(cmd, timeout)
+
+
+def rotated(sides, round_index):
+    """The sides in round round_index's order: rotated by one each round."""
+    k = round_index % len(sides)
+    return sides[k:] + sides[:k]
+
+
 def med_range(values):
     if not values:
         return "n/a"
@@ -200,6 +223,13 @@ def med_range(values):
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
+
+
+def print_table(header, rows):
+    """Left-aligned columns, two spaces apart."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for row in [header] + rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
 def main():
@@ -252,7 +282,7 @@ def main():
                       "runner/eager p50": []}
             compile_error = None
             for r in range(args.rounds):
-                order = sides[r % len(sides):] + sides[:r % len(sides)]
+                order = rotated(sides, r)
                 got = {}
                 for side in order:
                     if side == "compile" and compile_error:
@@ -303,9 +333,7 @@ def main():
                      med_range(results.get("compile", [])) if not compile_error else "failed",
                      med_range(ratios["runner/eager"]), med_range(ratios["runner/eager p50"]),
                      med_range(ratios["runner/compile"])])
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    for row in [header] + rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    print_table(header, rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1)
