@@ -268,8 +268,9 @@ TEST_F(TorchPickleTest, ADamagedArchiveIsRefused) {
   const fs::path broken = dir_ / "broken.pt";
   spill(broken, bytes);
   EXPECT_THROW_MSG((void)read_torch_state(broken), runner::Error,
-                   prefix(broken) + "its zip archive is damaged: PytorchStreamReader failed "
-                                    "reading zip archive: invalid header or archive is corrupted");
+                   prefix(broken) + "its zip archive cannot be read: PytorchStreamReader "
+                                    "failed reading zip archive: invalid header or archive is "
+                                    "corrupted");
 
   // An entry that claims a deflated record of 2 GiB - 1: refused before
   // anything allocates that much.

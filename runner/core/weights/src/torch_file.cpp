@@ -93,6 +93,11 @@ std::string first_sentence(const char* text) {
 /// remembers which storage each tensor's memory came from.
 class Records {
  public:
+  struct Storage {
+    std::string name;
+    std::size_t size = 0;
+  };
+
   Records(caffe2::serialize::PyTorchStreamReader& zip, const fs::path& path, std::uint64_t size)
       : zip_(zip), path_(path), file_size_(size) {}
 
@@ -119,10 +124,6 @@ class Records {
     return std::move(data);
   }
 
-  struct Storage {
-    std::string name;
-    std::size_t size = 0;
-  };
   /// The record a storage's memory was read from (none for an empty storage).
   [[nodiscard]] std::optional<Storage> storage_of(const void* data) const {
     const auto it = storages_.find(data);
@@ -311,8 +312,8 @@ std::map<std::string, torch::Tensor> read_torch_state(const fs::path& path) {
   } catch (const Error&) {
     throw;
   } catch (const c10::Error& e) {
-    refuse(path, "its zip archive is damaged: " + first_sentence(e.what_without_backtrace()),
-           "copy or save the file again");
+    refuse(path, "its zip archive cannot be read: " + first_sentence(e.what_without_backtrace()),
+           "the file is damaged or torch.save did not write it; " + kSaveHint);
   }
 }
 
