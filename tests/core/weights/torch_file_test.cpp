@@ -167,11 +167,13 @@ TEST_F(TorchFileTest, WhatIsNotAStateDictIsNamed) {
 TEST_F(TorchFileTest, WhatIsNotAWeightsFileIsNamed) {
   EXPECT_THROW_MSG((void)read_weights(dir_ / "absent.pt"), runner::Error,
                    prefix(dir_ / "absent.pt") + "no such file");
-  EXPECT_THROW_MSG((void)read_torch_state(dir_), runner::Error, prefix(dir_) + "not a regular file");
+  EXPECT_THROW_MSG((void)read_torch_state(dir_), runner::Error,
+                   prefix(dir_) + "not a regular file");
   EXPECT_THROW_MSG((void)read_weights(dir_), runner::Error, prefix(dir_) + "not a regular file");
   const fs::path empty = tmp_.write("empty.pt", "");
   EXPECT_THROW_MSG((void)read_weights(empty), runner::Error, prefix(empty) + "the file is empty");
-  EXPECT_THROW_MSG((void)read_torch_state(empty), runner::Error, prefix(empty) + "the file is empty");
+  EXPECT_THROW_MSG((void)read_torch_state(empty), runner::Error,
+                   prefix(empty) + "the file is empty");
   const fs::path text = tmp_.write("notes.pt", "weights: see the wiki\n");
   EXPECT_THROW_MSG((void)read_weights(text), runner::Error,
                    prefix(text) + "it is neither a safetensors file (an 8-byte header length, "

@@ -103,7 +103,8 @@ class TorchPickleTest : public ::testing::Test {
     const fs::path path = dir_ / (stem + ".pt");
     caffe2::serialize::PyTorchStreamWriter writer(path.string());
     writer.writeRecord("data.pkl", pickle.data(), pickle.size());
-    for (const auto& [key, bytes] : data) writer.writeRecord("data/" + key, bytes.data(), bytes.size());
+    for (const auto& [key, bytes] : data)
+      writer.writeRecord("data/" + key, bytes.data(), bytes.size());
     writer.writeEndOfFile();
     return path;
   }
@@ -229,7 +230,8 @@ TEST_F(TorchPickleTest, MalformedStructureIsRefusedAtItsByte) {
   EXPECT_EQ(error(Pickle().op(']').op('N').op('b').stop()),
             at(4, "BUILD sets the state of something that is not a dict"));
   EXPECT_EQ(error(Pickle().op('N').op('N').stop()), at(4, "it stops with 2 values on the stack"));
-  EXPECT_EQ(error(Pickle().op('}').unfinished()), at(3, "it ends before its STOP opcode (cut short?)"));
+  EXPECT_EQ(error(Pickle().op('}').unfinished()),
+            at(3, "it ends before its STOP opcode (cut short?)"));
   EXPECT_EQ(error(std::string("}.", 2)), at(0, "it does not start with a PROTO opcode"));
   EXPECT_EQ(error(Pickle().op('N').op('0').stop()),
             "its data.pkl has opcode 0x30 at byte 3, which torch.save does not write for a state "

@@ -233,7 +233,8 @@ class Rewriter {
       stack_.push_back(Value{Kind::odict_class});
       return;  // dropped: see the header
     }
-    if (module == "torch._utils" && (name == "_rebuild_tensor_v2" || name == "_rebuild_parameter")) {
+    if (module == "torch._utils" &&
+        (name == "_rebuild_tensor_v2" || name == "_rebuild_parameter")) {
       emit_op();
       stack_.push_back(Value{Kind::tensor_maker});
       return;
@@ -397,7 +398,8 @@ class Rewriter {
       case kSetItems: {
         const char* name = op == kAppends ? "APPENDS" : "SETITEMS";
         const auto items = pop_to_mark(name);
-        if (stack_.size() == floor()) malformed(std::string(name) + " has no container below its mark");
+        if (stack_.size() == floor())
+          malformed(std::string(name) + " has no container below its mark");
         if (op == kSetItems && items.size() % 2 != 0)
           malformed("SETITEMS with a key that has no value");
         add_to(stack_.back(), op == kAppends ? Kind::list : Kind::dict, items, name);

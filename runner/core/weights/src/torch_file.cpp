@@ -23,7 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSaveHint = "save the weights in Python with torch.save(model.state_dict(), path)";
+const std::string kSaveHint =
+    "save the weights in Python with torch.save(model.state_dict(), path)";
 
 [[noreturn]] void refuse(const fs::path& path, const std::string& what,
                          const std::string& hint = kSaveHint) {
@@ -76,7 +77,8 @@ bool has_zip_end(const fs::path& path, std::uint64_t size) {
   for (std::size_t at = bytes.size() - kRecord + 1; at-- > 0;) {
     if (bytes.compare(at, 4, "PK\x05\x06") != 0) continue;
     const std::size_t comment = static_cast<std::uint8_t>(bytes[at + 20]) |
-                                (static_cast<std::size_t>(static_cast<std::uint8_t>(bytes[at + 21])) << 8);
+                                static_cast<std::size_t>(static_cast<std::uint8_t>(bytes[at + 21]))
+                                    << 8;
     if (at + kRecord + comment == bytes.size()) return true;
   }
   return false;
@@ -225,7 +227,8 @@ void check_bounds(const fs::path& path, const std::string& name, const torch::Te
 std::map<std::string, torch::Tensor> read_torch_state(const fs::path& path) {
   const Opened opened = open_weights(path, kLegacyMagic.size());
   if (starts_with(opened.head, kLegacyMagic))
-    refuse(path, "it is in the format torch.save wrote before PyTorch 1.6, which runner does not read",
+    refuse(path,
+           "it is in the format torch.save wrote before PyTorch 1.6, which runner does not read",
            "save it again with a current torch: torch.save(torch.load(path), path) writes the zip "
            "format");
   if (!starts_with(opened.head, kZipMagic))
