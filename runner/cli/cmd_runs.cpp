@@ -9,6 +9,7 @@
 #include "table.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/json.hpp"
+#include "runner/common/strings.hpp"
 #include "runner/store/stats.hpp"
 #include "runner/store/store.hpp"
 
@@ -110,6 +111,11 @@ int handle_show(const Args& args, const Global& global) {
     for (const auto& f : run->files)
       t.add({f.role, f.sha256.substr(0, 16), std::to_string(f.bytes), f.path});
     t.print(std::cout);
+    // strict = false: what the load left out, so a partial start is never silent.
+    for (const auto& f : run->files)
+      if (!f.skipped.empty())
+        std::cout << f.role << " skipped (strict = false): "
+                  << terminal_safe(replace_all(f.skipped, "\n", ", ")) << "\n";
   }
   if (!run->evaluations.empty()) {
     std::cout << "\n";

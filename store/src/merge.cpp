@@ -90,7 +90,7 @@ class Merger {
              counts_.summaries);
     children("metrics", {"name", "value", "unit"}, counts_.metrics);
     children("evaluations", {"step", "metric", "value"}, counts_.evaluations);
-    children("run_files", {"role", "path", "sha256", "bytes"}, counts_.run_files);
+    children("run_files", {"role", "path", "sha256", "bytes", "skipped"}, counts_.run_files);
     return counts_;
   }
 

@@ -370,6 +370,7 @@ CREATE TABLE run_files (
   path   TEXT NOT NULL CHECK (path <> ''),
   sha256 TEXT NOT NULL CHECK (length(sha256) = 64 AND sha256 NOT GLOB '*[^0-9a-f]*'),
   bytes  INTEGER NOT NULL CHECK (bytes >= 0),
+  skipped TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (run_id, role)
 );
 

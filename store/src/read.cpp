@@ -182,11 +182,12 @@ std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
     }
     {
       Statement query(db_.get(),
-                      "SELECT role, path, sha256, bytes FROM run_files WHERE run_id = ?1 "
+                      "SELECT role, path, sha256, bytes, skipped FROM run_files WHERE run_id = ?1 "
                       "ORDER BY role");
       query.bind_int(1, run_id);
       while (query.step())
-        detail.files.push_back({query.text(0), query.text(1), query.text(2), query.int64(3)});
+        detail.files.push_back(
+            {query.text(0), query.text(1), query.text(2), query.int64(3), query.text(4)});
     }
     {
       Statement query(db_.get(), "SELECT count(*) FROM samples WHERE run_id = ?1");

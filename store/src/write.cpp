@@ -388,8 +388,8 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
     }
 
     Statement insert_file(db_.get(),
-                          "INSERT INTO run_files (run_id, role, path, sha256, bytes) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5)");
+                          "INSERT INTO run_files (run_id, role, path, sha256, bytes, skipped) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     for (const RunFile& f : files) {
       insert_file.reset();
       insert_file.bind_int(1, run_id);
@@ -397,6 +397,7 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
       insert_file.bind_text(3, f.path);
       insert_file.bind_text(4, f.sha256);
       insert_file.bind_int(5, f.bytes);
+      insert_file.bind_text(6, f.skipped);
       insert_file.run();
     }
     tx.commit();

@@ -166,7 +166,7 @@ TEST_F(BadInputTest, UnknownSectionSuggestsTheClosestOne) {
                   "error: " + file.string() +
                       ":24:1: unknown section [modle]; did you mean [model]?\n"
                       "hint: known sections: experiment, device, model, data, optimizer, "
-                      "train, infer, distributed, comm_hook, plugins, sweep, trial\n");
+                      "train, infer, eval, distributed, comm_hook, plugins, sweep, trial\n");
 }
 
 TEST_F(BadInputTest, WrongTypeHasFileLineColumn) {
@@ -194,8 +194,8 @@ TEST_F(BadInputTest, UnknownPluginListsTheAvailableOnes) {
   expect_rejected("run " + file.string(),
                   "error: " + file.string() +
                       ":6:10: unknown model plugin 'mpl'; did you mean 'mlp'?\n"
-                      "hint: available model plugins: convnet, mlp, resnet; run 'runner plugins' to see what "
-                      "is loaded\n");
+                      "hint: available model plugins: convnet, mlp, resnet, transformer_lm, vit; run "
+                      "'runner plugins' to see what is loaded\n");
 }
 
 TEST_F(BadInputTest, MismatchedPluginAbiNamesTheFile) {

@@ -45,7 +45,7 @@ class MergeCliTest : public runner::test::CliTestBase {
         store.finish_run(run, runner::store::RunStatus::finished, "", {},
                          {{"samples_per_s", 1, "1/s"}}, 0,
                          {{10, "loss", 0.5}, {10, "accuracy", 0.75}},
-                         {{"save_to", "/w/" + t + ".safetensors", std::string(64, 'a'), 1234}});
+                         {{"save_to", "/w/" + t + ".safetensors", std::string(64, 'a'), 1234, ""}});
       }
     }
   }

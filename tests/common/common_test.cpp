@@ -51,6 +51,14 @@ TEST(ClosestMatch, PrefersTheNearestAndTheFirstOnTies) {
   EXPECT_EQ(closest_match("cat", {"bat", "hat"}), std::optional<std::string>("bat"));
 }
 
+TEST(ReplaceAll, ReplacesEveryOccurrenceOnceLeftToRight) {
+  EXPECT_EQ(runner::replace_all("w-{trial}-{repeat}-{trial}", "{trial}", "12"), "w-12-{repeat}-12");
+  EXPECT_EQ(runner::replace_all("aaa", "a", "aa"), "aaaaaa");  // replacements are not rescanned
+  EXPECT_EQ(runner::replace_all("abc", "x", "y"), "abc");
+  EXPECT_EQ(runner::replace_all("abc", "", "y"), "abc");
+  EXPECT_EQ(runner::replace_all("", "a", "b"), "");
+}
+
 TEST(Join, JoinsWithSeparator) {
   EXPECT_EQ(join({}, ", "), "");
   EXPECT_EQ(join({"a"}, ", "), "a");

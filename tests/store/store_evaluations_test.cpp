@@ -37,8 +37,9 @@ std::vector<Evaluation> curve() {
 }
 
 std::vector<RunFile> weights() {
-  return {{"save_to", "/w/out.safetensors", kShaB, 2048},
-          {"init_from", "/w/in.safetensors", kShaA, 1024}};
+  return {{"save_to", "/w/out.safetensors", kShaB, 2048, ""},
+          {"init_from", "/w/in.safetensors", kShaA, 1024,
+           "missing fc.bias\nunexpected head.weight"}};
 }
 
 std::string bytes_of(const fs::path& path) {
@@ -123,6 +124,8 @@ TEST_F(StoreTest, EvaluationsAndFilesRoundTrip) {
   EXPECT_EQ(detail->files[0].path, "/w/in.safetensors");
   EXPECT_EQ(detail->files[0].sha256, kShaA);
   EXPECT_EQ(detail->files[0].bytes, 1024);
+  EXPECT_EQ(detail->files[0].skipped, "missing fc.bias\nunexpected head.weight");
+  EXPECT_EQ(detail->files[1].skipped, "");
   EXPECT_EQ(detail->files[1].role, "save_to");
   EXPECT_EQ(detail->files[1].path, "/w/out.safetensors");
   EXPECT_EQ(detail->files[1].sha256, kShaB);
@@ -187,7 +190,7 @@ TEST_F(StoreTest, InvalidEvaluationsAndFilesAreRefusedWithTheirReason) {
   Store store = Store::open(db_path_);
   const std::int64_t run = begin(store, add_trial(store));
   const std::string prefix = "cannot finish run " + std::to_string(run) + ": ";
-  const RunFile good = {"init_from", "/w/in.safetensors", kShaA, 1024};
+  const RunFile good = {"init_from", "/w/in.safetensors", kShaA, 1024, ""};
   const std::string upper_sha = "A" + kShaA.substr(1);
   auto with = [](RunFile f, auto change) {
     change(f);

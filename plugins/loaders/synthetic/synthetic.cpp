@@ -1,7 +1,8 @@
 // Loader `synthetic`: a seeded, in-memory classification data set whose
 // labels are a learnable function of the inputs (the arg-max of a fixed random
 // linear "teacher"), so a model's loss really goes down. Generated once at
-// construction, so batches cost a gather, as with a cached data set.
+// construction, so batches cost a gather, as with a cached data set. The
+// eval split holds as many other samples, labelled by the same teacher.
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/types.h>
 
@@ -19,18 +20,28 @@ struct SyntheticOptions {
 
 class Synthetic final : public runner::Loader {
  public:
+  /// Mixed into the seed of the eval split's samples.
+  static constexpr std::uint64_t kEvalStream = 0x9e3779b97f4a7c15ULL;
+
   Synthetic(const SyntheticOptions& options, const runner::LoaderContext& context)
       : shape_(options.shape), classes_(options.classes), size_(options.size) {
     // A private generator: the data set is a function of the seed alone, not
     // of whatever else touched LibTorch's global generator.
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(
-        context.seed ^ static_cast<std::uint64_t>(options.data_seed));
+    const std::uint64_t seed = context.seed ^ static_cast<std::uint64_t>(options.data_seed);
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
     std::vector<std::int64_t> full{size_};
     full.insert(full.end(), shape_.begin(), shape_.end());
     inputs_ = at::randn(full, generator, torch::kFloat32);
     std::int64_t features = 1;
     for (auto d : shape_) features *= d;
     const torch::Tensor teacher = at::randn({features, classes_}, generator, torch::kFloat32);
+    if (context.split == runner::Split::eval) {
+      // Held out: as many new samples, labelled by the same teacher, from a
+      // generator the training split never draws from.
+      auto held_out = at::make_generator<at::CPUGeneratorImpl>(seed ^ kEvalStream);
+      inputs_ = at::randn(full, held_out, torch::kFloat32);
+      generator = held_out;
+    }
     const torch::Tensor flat = inputs_.reshape({size_, features});
     targets_ = flat.matmul(teacher).argmax(1);
     if (options.label_noise > 0) {

@@ -41,6 +41,18 @@ std::optional<std::string> closest_match(std::string_view word,
   return best;
 }
 
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  std::size_t start = 0;
+  for (std::size_t at = text.find(from); !from.empty() && at != std::string_view::npos;
+       at = text.find(from, start)) {
+    out.append(text.substr(start, at - start)).append(to);
+    start = at + from.size();
+  }
+  out.append(text.substr(start));
+  return out;
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) {

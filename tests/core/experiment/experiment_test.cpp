@@ -22,7 +22,7 @@ using test::kOptimizer;
 class ExperimentTest : public test::ExperimentFixture {};
 
 const char* const kKnownSections =
-    "known sections: experiment, device, model, data, optimizer, train, infer, distributed, "
+    "known sections: experiment, device, model, data, optimizer, train, infer, eval, distributed, "
     "comm_hook, plugins, sweep, trial";
 
 // --- happy paths ---------------------------------------------------------------
@@ -241,7 +241,7 @@ TEST_F(ExperimentTest, UnknownHostKeyWithSuggestion) {
   const Error e = error_of("[train]\nstepz = 5\n" + kMinimal);
   EXPECT_EQ(std::string(e.what()),
             at(2, 1) + "unknown key 'stepz' in [train]; did you mean 'steps'?");
-  EXPECT_EQ(e.hint(), "keys of [train]: steps, warmup");
+  EXPECT_EQ(e.hint(), "keys of [train]: steps, warmup, save_to");
 }
 
 TEST_F(ExperimentTest, UnknownHostKeyWithoutSuggestion) {
@@ -405,7 +405,8 @@ TEST_F(ExperimentTest, UnknownPluginOption) {
   const Error e = error_of(kModel + "hiden = [8]\n" + kData + kOptimizer);
   EXPECT_EQ(std::string(e.what()),
             at(3, 1) + "unknown option 'hiden' for model plugin 'mlp'; did you mean 'hidden'?");
-  EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options");
+  EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
+                      "takes init_from, strict");
   EXPECT_THROW_MSG(load(kModel + "colour = 1\n" + kData + kOptimizer), Error,
                    at(3, 1) + "unknown option 'colour' for model plugin 'mlp'");
 }
@@ -425,7 +426,8 @@ TEST_F(ExperimentTest, PluginOptionOfWrongType) {
   const Error e = error_of(kModel + "activation = 1\n" + kData + kOptimizer);
   EXPECT_EQ(std::string(e.what()),
             at(3, 14) + "'model.activation' must be a string, found an integer");
-  EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options");
+  EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
+                      "takes init_from, strict");
   EXPECT_THROW_MSG(load("[model]\nplugin = \"resnet\"\ndepth = 18.0\n" + kData + kOptimizer),
                    Error, at(3, 9) + "'model.depth' must be an integer, found a float");
   EXPECT_THROW_MSG(load(kModel + "dropout = \"0.1\"\n" + kData + kOptimizer), Error,
@@ -532,7 +534,8 @@ TEST_F(ExperimentTest, PluginOptionChoices) {
   EXPECT_EQ(std::string(e.what()),
             at(3, 14) + "'model.activation' must be one of \"relu\", \"gelu\", \"tanh\", "
                         "found \"swish\"");
-  EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options");
+  EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
+                      "takes init_from, strict");
 }
 
 TEST_F(ExperimentTest, ListTooShort) {

@@ -92,9 +92,11 @@ class RegistrationMode {
 TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
   runner::PluginHost host;
   host.load(kBuiltins);
-  EXPECT_EQ(host.names(runner::PluginKind::model), (std::vector<std::string>{"convnet", "mlp", "resnet"}));
+  EXPECT_EQ(host.names(runner::PluginKind::model),
+            (std::vector<std::string>{"convnet", "mlp", "resnet", "transformer_lm", "vit"}));
   EXPECT_EQ(host.names(runner::PluginKind::optimizer), std::vector<std::string>{"sgd"});
-  EXPECT_EQ(host.names(runner::PluginKind::loader), std::vector<std::string>{"synthetic"});
+  EXPECT_EQ(host.names(runner::PluginKind::loader),
+            (std::vector<std::string>{"synthetic", "synthetic_tokens"}));
   EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
             (std::vector<std::string>{"allreduce", "compressed_allreduce"}));
   EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());

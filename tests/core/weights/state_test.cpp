@@ -91,4 +91,31 @@ TEST_F(StateTest, AMismatchListsEveryNameAndLoadsNothing) {
   EXPECT_TRUE(model[0]->as<torch::nn::Linear>()->weight.equal(before));
 }
 
+TEST_F(StateTest, ATiedAliasIsSavedAsACopyAndAcceptedOnLoad) {
+  // "lm_head.weight" is "0.weight" under another name, as a tied LM head is.
+  const std::map<std::string, std::string> tied{{"lm_head.weight", "0.weight"}};
+  auto saved = small();
+  const fs::path path = dir_ / "tied.safetensors";
+  runner::weights::save_safetensors(path, *saved, {}, tied);
+  auto state = runner::weights::read_safetensors_tensors(path);
+  ASSERT_EQ(state.count("lm_head.weight"), 1u);
+  EXPECT_TRUE(state.at("lm_head.weight").equal(state.at("0.weight")));
+
+  // Both names (Python's state_dict of a tied model): the alias is not unexpected.
+  auto both = small();
+  const auto load = runner::weights::load_state(*both, state, true, path.string(), tied);
+  EXPECT_EQ(load.loaded.size(), 7u);
+  EXPECT_TRUE(load.unexpected.empty());
+  // Only the alias: it sets the parameter.
+  state.erase("0.weight");
+  auto alias_only = small();
+  (void)runner::weights::load_state(*alias_only, state, true, path.string(), tied);
+  EXPECT_TRUE(alias_only[0]->as<torch::nn::Linear>()->weight.equal(
+      saved[0]->as<torch::nn::Linear>()->weight));
+  // Without the tie the alias is an unexpected name.
+  EXPECT_THROW_MSG((void)runner::weights::load_state(*small(), state, true, "t"), runner::Error,
+                   "the weights in 't' do not match the model: missing 0.weight; unexpected "
+                   "lm_head.weight");
+}
+
 }  // namespace

@@ -18,12 +18,16 @@
 
 #include <filesystem>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <limits>
 #include <memory>
 #include <numeric>
 
+#include "evaluation.hpp"
 #include "runner/process/isolation.hpp"
 #include "runner/engine/phase_clock.hpp"
 #include "runner/engine/process_group.hpp"
@@ -121,6 +125,10 @@ struct Workload {
   std::unique_ptr<CommHook> comm_hook;
   std::unique_ptr<GradientReducer> reducer;
   std::int64_t comm_bytes = 0;  // sent by the last step's reduction
+  // Weights: the file read at start (and the names strict = false skipped).
+  std::optional<store::RunFile> init_file;
+  std::vector<std::string> skipped;
+  std::unique_ptr<Evaluator> evaluator;  // [eval], rank 0
 };
 
 void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint64_t seed,
@@ -141,6 +149,8 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
     model_context.num_classes = spec.num_classes;
   }
   w.model = host.make_model(exp.model.plugin, exp.model.options, model_context);
+  if (!exp.model_settings.init_from.empty())  // on the CPU, before the move
+    w.init_file = load_initial_weights(exp, *w.model, w.skipped);
   w.model->module().to(device);
   w.batch_size = exp.data_settings.batch_size;
   if (w.loader) {
@@ -239,11 +249,38 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
   return loss;  // its graph is freed by backward; read with item() after the step's clock stops
 }
 
+// A held-out evaluation after `steps` steps; the last one's values are also
+// the run's eval_* metrics.
+void evaluate(Workload& w, std::int64_t steps, RunOutcome& out) {
+  const auto means = w.evaluator->evaluate(*w.model, steps, out.evaluations);
+  out.metrics.erase(std::remove_if(out.metrics.begin(), out.metrics.end(),
+                                   [](const store::Metric& m) { return m.name.starts_with("eval_"); }),
+                    out.metrics.end());
+  for (const auto& [metric, value] : means) out.metrics.push_back({"eval_" + metric, value, ""});
+}
+
 void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
   const Experiment& exp = *request.experiment;
   w.model->module().train();
-  run_steps(request, clock, exp.train.warmup, exp.train.steps,
-            [&](std::int64_t step) { return train_step(w, clock, step); }, out);
+  std::int64_t evaluated_at = -1;
+  std::function<void(std::int64_t)> after_step;
+  if (w.evaluator && exp.eval.every > 0)
+    after_step = [&](std::int64_t done) {
+      if (done % exp.eval.every != 0) return;
+      evaluate(w, done, out);
+      evaluated_at = done;
+    };
+  const std::int64_t done =
+      run_steps(request, clock, exp.train.warmup, exp.train.steps,
+                [&](std::int64_t step) { return train_step(w, clock, step); }, out, after_step);
+  // At the end too, when the run finished (a diverged model has nothing to
+  // evaluate; an interrupted run should stop now). Weights are saved from an
+  // interrupted run as well: it may have trained for hours.
+  const bool finished = out.status == store::RunStatus::finished;
+  if (w.evaluator && finished && done > 0 && evaluated_at != done) evaluate(w, done, out);
+  if (!exp.train.save_to.empty() && (finished || out.status == store::RunStatus::interrupted))
+    out.files.push_back(save_weights(exp.save_path(request.repeat_index), exp, *w.model,
+                                     request.repeat_index, done));
 }
 
 void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
@@ -265,6 +302,9 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
               return torch::Tensor();
             },
             out);
+  inference.reset();
+  no_grad.reset();
+  if (w.evaluator && out.status == store::RunStatus::finished) evaluate(w, 0, out);
 }
 
 }  // namespace
@@ -341,6 +381,11 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
     Workload w;
     w.companions = rank.companions;
     build(w, exp, *request.host, seed, device, rank);
+    if (w.init_file) {
+      out.files.push_back(*w.init_file);
+      out.metrics.push_back({"init_skipped", static_cast<double>(w.skipped.size()), "count"});
+    }
+    if (exp.eval.enabled) w.evaluator = std::make_unique<Evaluator>(exp, *request.host, seed, device);
     auto clock = make_phase_clock(device_name);
     out.metrics.push_back({"setup_s", seconds_between(run_start, Clock::now()), "s"});
     out.metrics.push_back(
@@ -479,6 +524,12 @@ RunOutcome run_distributed(const RunRequest& request) {
 }
 
 }  // namespace
+
+void check_initial_weights(const Experiment& experiment, const PluginHost& host) {
+  Workload w;
+  const RankInfo rank;
+  build(w, experiment, host, run_seed(experiment, 0), torch::kCPU, rank);
+}
 
 RunOutcome execute_run(const RunRequest& request) {
   const Experiment& exp = *request.experiment;

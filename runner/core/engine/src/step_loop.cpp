@@ -63,9 +63,10 @@ bool stop_requested(const RunRequest& request, std::int64_t step, RunOutcome& ou
 
 }  // namespace
 
-void run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup,
-               std::int64_t measured, const std::function<torch::Tensor(std::int64_t)>& body,
-               RunOutcome& out) {
+std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup,
+                       std::int64_t measured,
+                       const std::function<torch::Tensor(std::int64_t)>& body, RunOutcome& out,
+                       const std::function<void(std::int64_t)>& after_step) {
   const bool auto_warmup = warmup < 0;
   WarmupDetector detector = WarmupDetector::for_steps(measured);
   bool warming = auto_warmup || warmup > 0;
@@ -100,6 +101,7 @@ void run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup
       ++measured_done;
     }
     progress.step(auto_warmup ? measured_done : step + 1, loss_value);
+    if (after_step) after_step(step + 1);
   }
   out.metrics.push_back({"warmup_steps", static_cast<double>(warm_steps), "count"});
   if (auto_warmup)
@@ -116,6 +118,7 @@ void run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup
     out.metrics.push_back({"loss_initial", first_loss, ""});
     if (tail_n > 0) out.metrics.push_back({"loss_final", tail_sum / tail_n, ""});
   }
+  return static_cast<std::int64_t>(out.samples.size());
 }
 
 

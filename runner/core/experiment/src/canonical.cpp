@@ -6,6 +6,7 @@
 
 #include "runner/common/json.hpp"
 #include "runner/common/sha256.hpp"
+#include "runner/common/strings.hpp"
 #include "runner/experiment/experiment.hpp"
 
 namespace runner {
@@ -40,6 +41,11 @@ std::string Experiment::resolved_json() const {
                     {"threads", device.threads},
                     {"interop_threads", device.interop_threads}};
   root["model"] = json_of(model);
+  // Only when set, as below: experiments without weights keep their hashes.
+  // The file's bytes identify the trial, not its path.
+  if (!model_settings.init_from.empty())
+    root["model"]["init_from"] = {{"sha256", model_settings.init_from_sha256},
+                                  {"strict", model_settings.strict}};
   if (data) {
     Json section = json_of(*data);
     section["batch_size"] = data_settings.batch_size;
@@ -60,7 +66,13 @@ std::string Experiment::resolved_json() const {
     root["infer"] = {{"batches", infer.batches},
                      {"warmup", warmup_of(infer.warmup)},
                      {"mode", infer.mode}};
+  if (eval.enabled) root["eval"] = {{"every", eval.every}, {"batches", eval.batches}};
   return canonical_json(root);
+}
+
+std::filesystem::path Experiment::save_path(std::int64_t repeat_index) const {
+  if (train.save_to.empty()) return {};
+  return replace_all(train.save_to, "{repeat}", std::to_string(repeat_index));
 }
 
 std::string Experiment::config_hash() const { return sha256_hex(resolved_json()); }

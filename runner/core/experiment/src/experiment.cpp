@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "runner/common/json.hpp"
+#include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
 #include "document.hpp"
 #include "format.hpp"
@@ -94,6 +95,9 @@ class ParsedExperiment {
   [[nodiscard]] HostConfig check_host(const std::vector<Section>& sections) const;
   void read_section(const Section& section, HostConfig& config) const;
   void read_path_list(const toml::node& node, const std::string& dotted, Experiment& e) const;
+  [[nodiscard]] std::string read_path(const toml::node& node, const std::string& dotted) const;
+  void check_weights(const std::vector<Section>& sections, HostConfig& config) const;
+  void check_save_to(std::int64_t repeats) const;
   void check_required_sections(const HostConfig& config) const;
   void check_backend(const HostConfig& config) const;
   [[nodiscard]] PluginChoice resolve_plugin(const PendingPlugin& pending,
@@ -113,6 +117,8 @@ class ParsedExperiment {
   std::int64_t trials_ = 1;  // [[trial]] tables (1 without any)
   std::int64_t points_ = 1;  // points of the sweep (1 without [sweep])
   std::vector<fs::path> plugin_paths_;
+  // SHA-256 of each init_from file, read once however many trials name it.
+  mutable std::map<fs::path, std::string> weights_sha256_;
 };
 
 ParsedExperiment::ParsedExperiment(const fs::path& path,
@@ -162,6 +168,7 @@ ParsedExperiment::ParsedExperiment(const fs::path& path,
                         [&] { static_cast<void>(check_host(sources_.doc.sections)); });
     }
   }
+  check_save_to(repeats);
   if (static_cast<double>(repeats) * static_cast<double>(trial_count()) >
       static_cast<double>(kMaxRuns)) {
     const Leaf* where = nullptr;
@@ -245,6 +252,7 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
   for (const Section& section : sections)
     if (section.name != "experiment") read_section(section, config);
   check_required_sections(config);
+  if (!config.experiment.model_settings.init_from.empty()) check_weights(sections, config);
   return config;
 }
 
@@ -254,6 +262,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
     config.distributed = &section;
     config.experiment.distributed.enabled = true;
   }
+  if (spec.name == "eval") config.experiment.eval.enabled = true;
   PendingPlugin pending{&spec, &section, {}, nullptr};
   for (const Leaf& item : section.items) {
     const std::string dotted = spec.name + "." + item.key;
@@ -279,6 +288,9 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
     switch (host->role) {
       case KeyRole::path_list:
         read_path_list(*item.node, dotted, config.experiment);
+        break;
+      case KeyRole::path:
+        host->apply(config.experiment, OptionValue{read_path(*item.node, dotted)});
         break;
       case KeyRole::duration:
         host->apply(config.experiment, OptionValue{check_.read_duration(*item.node, dotted, *host->spec.max)});
@@ -315,6 +327,83 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
     case PluginKind::comm_hook: config.comm_hook = pending; break;
     case PluginKind::kernel: break;  // no section names kernels yet
   }
+}
+
+// The weights file must be there now (a missing file is an input error, not a
+// failed run), and its bytes join the trial's identity. Its contents are
+// checked against the model before any run starts (the engine's preflight).
+void ParsedExperiment::check_weights(const std::vector<Section>& sections,
+                                     HostConfig& config) const {
+  const fs::path path = config.experiment.model_settings.init_from;
+  const Leaf* where = nullptr;
+  for (const Section& section : sections)
+    if (section.name == "model")
+      for (const Leaf& leaf : section.items)
+        if (leaf.key == "init_from") where = &leaf;
+  const auto fail = [&](const std::string& what) {
+    const std::string message = "model.init_from names '" + path.string() + "', " + what;
+    const std::string hint =
+        "give a .safetensors file or a state dict saved with torch.save(model.state_dict(), "
+        "path); a relative path is relative to the file that writes it";
+    if (where != nullptr) throw check_.error(*where->node, message, hint);
+    throw Error(check_.nowhere(), message, hint);
+  };
+  if (const auto cached = weights_sha256_.find(path); cached != weights_sha256_.end()) {
+    config.experiment.model_settings.init_from_sha256 = cached->second;
+    return;
+  }
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) fail("which does not exist");
+  if (fs::is_directory(status)) fail("which is a directory");
+  if (!fs::is_regular_file(status)) fail("which is not a regular file");
+  std::string sha;
+  try {
+    sha = sha256_file_hex(path);
+  } catch (const Error& e) {
+    fail(std::string("which cannot be read: ") + e.what());
+  }
+  weights_sha256_.emplace(path, sha);
+  config.experiment.model_settings.init_from_sha256 = sha;
+}
+
+// One save_to file per run: with several trials or repetitions the name must
+// tell them apart, or the last run would overwrite the others.
+void ParsedExperiment::check_save_to(std::int64_t repeats) const {
+  for (const Section& section : sources_.doc.sections) {
+    if (section.name != "train") continue;
+    for (const Leaf& leaf : section.items) {
+      if (leaf.key != "save_to" || leaf.node->as_string() == nullptr) continue;
+      const std::string& text = leaf.node->as_string()->get();
+      std::vector<std::string> missing;
+      if (trial_count() > 1 && text.find("{trial}") == std::string::npos)
+        missing.emplace_back("{trial}");
+      if (repeats > 1 && text.find("{repeat}") == std::string::npos)
+        missing.emplace_back("{repeat}");
+      if (!missing.empty())
+        throw check_.error(*leaf.node,
+                           "'train.save_to' names one file for " +
+                               std::to_string(trial_count()) + " trial(s) x " +
+                               std::to_string(repeats) +
+                               " repetition(s): every run would overwrite it",
+                           "put " + join(missing, " and ") +
+                               " in the name, e.g. save_to = \"weights-{trial}-{repeat}.safetensors\"");
+    }
+  }
+}
+
+std::string ParsedExperiment::read_path(const toml::node& node, const std::string& dotted) const {
+  const auto* text = node.as_string();
+  if (text == nullptr)
+    check_.fail(node, "'" + dotted + "' must be a string, found " +
+                          experiment_detail::describe(node));
+  if (text->get().empty()) check_.fail(node, "'" + dotted + "' must not be empty");
+  fs::path p(text->get());
+  if (p.is_relative()) {
+    const auto* origin = check_.origin_of(node);
+    p = (origin != nullptr ? origin->folder : defaults_.source->path.parent_path()) / p;
+  }
+  return fs::absolute(p).lexically_normal().string();
 }
 
 void ParsedExperiment::read_path_list(const toml::node& node, const std::string& dotted,
@@ -493,6 +582,8 @@ std::vector<Trial> ParsedExperiment::expand(const PluginCatalog& catalog) const 
     } catch (const Error& e) {
       rethrow_for_trial(e, index, overrides, [&] { static_cast<void>(resolve_base(catalog)); });
     }
+    trial.experiment.train.save_to =
+        replace_all(trial.experiment.train.save_to, "{trial}", std::to_string(index + 1));
     // Trials are identified by their configuration: two equal ones would share results.
     const auto [it, added] = by_hash.emplace(trial.experiment.config_hash(), index);
     if (!added) {

@@ -31,6 +31,7 @@ enum class KeyRole {
   path_list,  // a string or a list of strings, resolved against the writing file's folder
   duration,   // "90s", "1h30m", or a positive number of seconds
   warmup,     // a step count >= 0, or "auto" (steady-state detection)
+  path,       // one string, resolved against the writing file's folder; apply gets it absolute
 };
 
 struct HostKey {

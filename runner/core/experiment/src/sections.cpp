@@ -115,7 +115,21 @@ const std::vector<SectionSpec>& section_specs() {
                                 e.device.interop_threads = int_of(v);
                               })}});
 
-    s.push_back({"model", PluginKind::model, std::nullopt, {}});
+    HostKey init_from{spec_of("init_from", OptionType::string, std::nullopt,
+                              "weights to start from: a .safetensors file or a state dict "
+                              "saved by torch.save, relative to this file"),
+                      [](Experiment& e, const OptionValue& v) {
+                        e.model_settings.init_from = str(v);
+                      }};
+    init_from.role = KeyRole::path;
+    s.push_back({"model", PluginKind::model, std::nullopt,
+                 {init_from,
+                  boolean_key("strict", true,
+                              "init_from must name every parameter and buffer of the model and "
+                              "nothing else; false: skip (and record) the others",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.model_settings.strict = bool_of(v);
+                              })}});
 
     s.push_back({"data", PluginKind::loader, std::nullopt,
                  {integer_key("batch_size", 32, 1, kMaxBatchSize, "samples per batch",
@@ -133,6 +147,11 @@ const std::vector<SectionSpec>& section_specs() {
 
     s.push_back({"optimizer", PluginKind::optimizer, RunKind::train, {}});
 
+    HostKey save_to{spec_of("save_to", OptionType::string, std::nullopt,
+                            "safetensors file the trained weights are written to at the end, "
+                            "relative to this file; {trial} and {repeat} name the run"),
+                    [](Experiment& e, const OptionValue& v) { e.train.save_to = str(v); }};
+    save_to.role = KeyRole::path;
     s.push_back({"train", std::nullopt, RunKind::train,
                  {integer_key("steps", 100, 1, kMaxSteps, "measured steps",
                               [](Experiment& e, const OptionValue& v) {
@@ -141,7 +160,8 @@ const std::vector<SectionSpec>& section_specs() {
                   warmup_key("warm-up steps before measurement, or \"auto\"",
                              [](Experiment& e, const OptionValue& v) {
                                e.train.warmup = int_of(v);
-                             })}});
+                             }),
+                  fixed(save_to)}});
 
     s.push_back({"infer", std::nullopt, RunKind::infer,
                  {integer_key("batches", 100, 1, kMaxSteps, "measured batches",
@@ -155,6 +175,18 @@ const std::vector<SectionSpec>& section_specs() {
                   string_key("mode", "inference", {"inference", "no_grad"},
                              "autograd guard of the loop",
                              [](Experiment& e, const OptionValue& v) { e.infer.mode = str(v); })}});
+
+    s.push_back({"eval", std::nullopt, std::nullopt,
+                 {integer_key("every", 0, 0, kMaxSteps,
+                              "evaluate after every N training steps; 0: only at the end",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.eval.every = int_of(v);
+                              }),
+                  integer_key("batches", 10, 1, kMaxSteps,
+                              "held-out batches per evaluation (data.batch_size samples each)",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.eval.batches = int_of(v);
+                              })}});
 
     HostKey bucket{spec_of("bucket_mb", OptionType::number, OptionValue{25.0},
                            "gradient bucket size in MiB"),

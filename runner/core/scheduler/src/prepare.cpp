@@ -1,5 +1,7 @@
 #include "runner/scheduler/prepare.hpp"
 
+#include <set>
+
 #include "runner/common/error.hpp"
 #include "runner/engine/engine.hpp"
 #include "runner/process/isolation.hpp"
@@ -9,6 +11,13 @@ namespace fs = std::filesystem;
 
 namespace runner {
 namespace {
+
+// An error the child reported as "error:MESSAGE\nHINT", as an input error here.
+[[noreturn]] void rethrow_child_error(const std::string& answer) {
+  const std::string body = answer.substr(answer.find(':') + 1);
+  const auto newline = body.find('\n');
+  throw Error(body.substr(0, newline), newline == std::string::npos ? "" : body.substr(newline + 1));
+}
 
 // The device check touches CUDA, which must not be initialised in the runner
 // process: its run processes are forked from it, and CUDA does not survive a fork.
@@ -22,9 +31,36 @@ std::string resolve_device_isolated(const std::string& type) {
     }
   });
   if (answer.rfind("ok:", 0) == 0) return answer.substr(3);
-  const std::string body = answer.substr(answer.find(':') + 1);
-  const auto newline = body.find('\n');
-  throw Error(body.substr(0, newline), newline == std::string::npos ? "" : body.substr(newline + 1));
+  rethrow_child_error(answer);
+}
+
+// The init_from weights of every trial that names some must load into its
+// model before anything runs: a mismatch is the input's fault (exit 2), not a
+// failed run. Checked once per model, data and weights combination, in a
+// child (LibTorch's thread pools must not start in a process that forks runs).
+void check_weights_isolated(const std::vector<Trial>& trials, const PluginHost& host) {
+  std::set<std::string> checked;
+  for (const Trial& t : trials) {
+    const Experiment& e = t.experiment;
+    if (e.model_settings.init_from.empty()) continue;
+    // What decides the model's names and shapes: model, data and weights.
+    Experiment shape;
+    shape.model = e.model;
+    shape.model_settings = e.model_settings;
+    shape.data = e.data;
+    if (!checked.insert(shape.resolved_json()).second) continue;
+    const std::string answer = capture_in_child([&] {
+      try {
+        check_initial_weights(e, host);
+        return std::string("ok");
+      } catch (const Error& error) {
+        return "error:" + std::string(error.what()) + "\n" + error.hint();
+      } catch (const std::exception& error) {
+        return "error:" + std::string(error.what()) + "\n";
+      }
+    });
+    if (answer != "ok") rethrow_child_error(answer);
+  }
 }
 
 }  // namespace
@@ -72,6 +108,7 @@ PreparedExperiment prepare_experiment(const fs::path& file,
     const std::string& type = t.experiment.device.type;
     if (!p.devices.count(type)) p.devices[type] = resolve_device_isolated(type);
   }
+  check_weights_isolated(p.trials, *p.host);
   return p;
 }
 

@@ -69,10 +69,16 @@ std::map<std::string, torch::Tensor> read_safetensors_tensors(const std::filesys
 }
 
 void save_safetensors(const std::filesystem::path& path, torch::nn::Module& module,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata,
+                      const std::map<std::string, std::string>& tied) {
   std::vector<torch::Tensor> keep;
   std::vector<TensorView> views;
-  for (const auto& [name, tensor] : module_state(module)) {
+  std::map<std::string, torch::Tensor> state = module_state(module);
+  // Safetensors holds no shared tensors: each alias gets its own copy.
+  for (const auto& [alias, parameter] : tied)
+    if (const auto it = state.find(parameter); it != state.end() && state.count(alias) == 0)
+      state.emplace(alias, it->second);
+  for (const auto& [name, tensor] : state) {
     const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
     const auto found = std::find_if(kTypes.begin(), kTypes.end(),
                                     [&](const auto& pair) { return pair.second == t.scalar_type(); });
@@ -87,9 +93,19 @@ void save_safetensors(const std::filesystem::path& path, torch::nn::Module& modu
   write_safetensors(path, views, metadata);
 }
 
-StateLoad load_state(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& state,
-                     bool strict, const std::string& source) {
+StateLoad load_state(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& file,
+                     bool strict, const std::string& source,
+                     const std::map<std::string, std::string>& tied) {
   const std::map<std::string, torch::Tensor> targets = module_state(module);
+  // A tied alias is the same tensor as its parameter in Python: drop it, or
+  // let it stand in for the parameter when the file has only the alias.
+  std::map<std::string, torch::Tensor> state = file;
+  for (const auto& [alias, parameter] : tied) {
+    const auto it = state.find(alias);
+    if (it == state.end() || targets.count(alias) != 0) continue;
+    if (state.count(parameter) == 0) state.emplace(parameter, it->second);
+    state.erase(alias);
+  }
   StateLoad result;
   std::vector<std::string> misshaped;
   for (const auto& [name, target] : targets) {

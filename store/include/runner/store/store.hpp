@@ -111,6 +111,9 @@ struct RunFile {
   std::string path;        ///< absolute path
   std::string sha256;      ///< lowercase hex of the file's bytes
   std::int64_t bytes = 0;  ///< its size
+  /// init_from with strict = false: the names the load skipped, one per
+  /// line ("missing NAME", "unexpected NAME"); empty otherwise.
+  std::string skipped;
 };
 
 /// A row of `runner runs`.

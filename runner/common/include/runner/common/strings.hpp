@@ -21,6 +21,11 @@ namespace runner {
 /// Joins with a separator: join({"a","b"}, ", ") == "a, b".
 [[nodiscard]] std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
+/// Every occurrence of `from` (not empty) replaced by `to`, left to right;
+/// replacements are not searched again.
+[[nodiscard]] std::string replace_all(std::string_view text, std::string_view from,
+                                      std::string_view to);
+
 /// Splits on a single character; empty fields are kept.
 [[nodiscard]] std::vector<std::string> split(std::string_view text, char sep);
 

@@ -47,6 +47,8 @@ struct RunOutcome {
   std::vector<store::Sample> samples;
   std::vector<store::Summary> summaries;
   std::vector<store::Metric> metrics;
+  std::vector<store::Evaluation> evaluations;  ///< [eval]: every held-out evaluation
+  std::vector<store::RunFile> files;           ///< weights read (init_from) and written (save_to)
 };
 
 /// "cpu" or "cuda" for an experiment's device.type; throws runner::Error
@@ -59,6 +61,14 @@ void configure_runtime(const Experiment& experiment);
 /// Runs one repetition. Plugin and LibTorch failures do not throw: they come
 /// back as status "failed" (or "diverged" for a non-finite loss) with the error text.
 [[nodiscard]] RunOutcome execute_run(const RunRequest& request);
+
+/// Checks, before any run, that the init_from weights of `experiment` load
+/// into its model: builds the loader and model on the CPU and loads the
+/// file by name. Throws runner::Error (input) naming the file and every
+/// missing, unexpected and mis-shaped name, or what is wrong with the file.
+/// Touches LibTorch: call it in a child process (capture_in_child) when the
+/// calling process forks runs later.
+void check_initial_weights(const Experiment& experiment, const PluginHost& host);
 
 /// Peak FLOP/s of a device ("cpu" or "cuda") for fp32 matmul, measured now:
 /// the best of five 2n^3 matmuls (n = 1024 on the CPU, 4096 on a GPU).

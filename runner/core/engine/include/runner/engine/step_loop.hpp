@@ -20,9 +20,12 @@ namespace runner {
 /// does one step's work, marks its phases on the clock, and returns the loss
 /// (an undefined tensor for inference). Also appends the warm-up, first-step
 /// and loss metrics, and sets out.status when the loss diverges or
-/// request.stop is raised.
-void run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup,
-               std::int64_t measured, const std::function<torch::Tensor(std::int64_t)>& body,
-               RunOutcome& out);
+/// request.stop is raised. `after_step`, when set, is called with the number
+/// of steps done after each step is recorded, outside its timing (held-out
+/// evaluation); it returns the steps done when the loop ends.
+std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup,
+                       std::int64_t measured,
+                       const std::function<torch::Tensor(std::int64_t)>& body, RunOutcome& out,
+                       const std::function<void(std::int64_t)>& after_step = {});
 
 }  // namespace runner

@@ -49,10 +49,28 @@ struct DataSettings {
   bool drop_last = true;          ///< drop a final partial batch
 };
 
+/// Host-level keys of [model] (the rest of the table are model options).
+struct ModelSettings {
+  std::filesystem::path init_from;  ///< weights to start from (absolute); empty: the plugin's init
+  std::string init_from_sha256;     ///< lowercase hex SHA-256 of that file, read at validation
+  bool strict = true;               ///< false: names missing from / unknown to the model are skipped
+};
+
 /// [train]
 struct TrainSettings {
   std::int64_t steps = 100;       ///< measured steps, >= 1
   std::int64_t warmup = 10;       ///< warm-up steps before measurement, >= 0; -1: "auto"
+  /// Safetensors file written at the end of every run (absolute; empty: none).
+  /// "{trial}" has become the trial's number; "{repeat}" stands for the
+  /// repetition (0-based) and is replaced by save_path().
+  std::string save_to;
+};
+
+/// [eval]: held-out evaluation of the model (the loader's eval split).
+struct EvalSettings {
+  bool enabled = false;            ///< true when the experiment has an [eval] section
+  std::int64_t every = 0;          ///< evaluate after every N steps (train); 0: only at the end
+  std::int64_t batches = 10;       ///< held-out batches per evaluation (data.batch_size each)
 };
 
 /// [infer]
@@ -102,11 +120,13 @@ struct Experiment {
 
   DeviceSettings device;
   PluginChoice model;                       ///< [model], required
+  ModelSettings model_settings;             ///< [model] init_from, strict
   std::optional<PluginChoice> data;         ///< [data]; required for train
   DataSettings data_settings;
   std::optional<PluginChoice> optimizer;    ///< [optimizer]; required for train
   TrainSettings train;
   InferSettings infer;
+  EvalSettings eval;                        ///< [eval]
   DistributedSettings distributed;          ///< [distributed] (train only)
   std::optional<PluginChoice> comm_hook;    ///< [comm_hook]; "allreduce" when distributed without one
   /// [plugins] path, each entry resolved against the folder of the file that writes it
@@ -117,6 +137,9 @@ struct Experiment {
   [[nodiscard]] std::string resolved_json() const;
   /// Lowercase hex SHA-256 of resolved_json().
   [[nodiscard]] std::string config_hash() const;
+  /// Where repetition `repeat_index` saves its weights ([train] save_to with
+  /// "{repeat}" replaced); empty when the experiment saves none.
+  [[nodiscard]] std::filesystem::path save_path(std::int64_t repeat_index) const;
 };
 
 /// One point of an experiment's sweep: the configuration it runs and what

@@ -25,16 +25,22 @@ struct StateLoad {
     const std::filesystem::path& path);
 
 /// Writes every parameter and buffer of `module` (contiguous, on the CPU) to
-/// a safetensors file, with `metadata`.
+/// a safetensors file, with `metadata`; each alias of `tied` (alias ->
+/// parameter, Model::tied_parameters()) as a copy of its parameter.
 void save_safetensors(const std::filesystem::path& path, torch::nn::Module& module,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      const std::map<std::string, std::string>& tied = {});
 
 /// Copies `state` into the module's parameters and buffers by name (each
 /// converted to the module tensor's dtype and device). A name whose shape
 /// differs is always an error; a missing or unexpected name is one unless
 /// `strict` is false. The error lists every missing, unexpected and
-/// mis-shaped name (with both shapes) and names `source` (the file).
+/// mis-shaped name (with both shapes) and names `source` (the file). An
+/// alias of `tied` (alias -> parameter) in `state` is the same tensor as its
+/// parameter: it is not unexpected, and it sets the parameter when `state`
+/// lacks the parameter's own name.
 StateLoad load_state(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& state,
-                     bool strict, const std::string& source);
+                     bool strict, const std::string& source,
+                     const std::map<std::string, std::string>& tied = {});
 
 }  // namespace runner::weights

@@ -1,0 +1,115 @@
+#include "evaluation.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "runner/common/sha256.hpp"
+#include "runner/common/strings.hpp"
+#include "runner/weights/state.hpp"
+#include "runner/weights/torch_file.hpp"
+
+namespace runner {
+
+Evaluator::Evaluator(const Experiment& experiment, const PluginHost& host, std::uint64_t seed,
+                     torch::Device device)
+    : device_(device) {
+  if (!experiment.data)
+    throw Error("[eval] needs a [data] section: evaluation reads the loader's eval split", "",
+                ErrorKind::run);
+  LoaderContext context;
+  context.seed = seed;
+  context.split = Split::eval;
+  loader_ = host.make_loader(experiment.data->plugin, experiment.data->options, context);
+  const std::int64_t size = loader_->size();
+  const std::int64_t batch = experiment.data_settings.batch_size;
+  // In order, the last batch possibly short: every evaluation sees the same samples.
+  for (std::int64_t b = 0; b < experiment.eval.batches && b * batch < size; ++b) {
+    std::vector<std::int64_t> indices;
+    for (std::int64_t i = b * batch; i < std::min(size, (b + 1) * batch); ++i) indices.push_back(i);
+    batches_.push_back(std::move(indices));
+  }
+  if (batches_.empty())
+    throw Error("the eval split of loader '" + experiment.data->plugin + "' has no samples", "",
+                ErrorKind::run);
+}
+
+Evaluator::~Evaluator() = default;
+
+std::map<std::string, double> Evaluator::evaluate(Model& model, std::int64_t step,
+                                                  std::vector<store::Evaluation>& out) {
+  torch::nn::Module& module = model.module();
+  const bool was_training = module.is_training();
+  module.eval();
+  std::map<std::string, double> sums;
+  double count = 0;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& indices : batches_) {
+      Batch batch = loader_->get_batch(indices);
+      if (!device_.is_cpu()) {
+        batch.inputs = batch.inputs.to(device_);
+        if (batch.targets.defined()) batch.targets = batch.targets.to(device_);
+      }
+      const EvalTally tally = model.evaluate(model.forward(batch), batch);
+      for (const auto& [metric, sum] : tally.sums) sums[metric] += sum;
+      count += tally.count;
+    }
+  }
+  if (was_training) module.train();
+  std::map<std::string, double> means;
+  for (const auto& [metric, sum] : sums) means[metric] = count > 0 ? sum / count : std::nan("");
+  for (const auto& [metric, value] : model.finish_evaluation(means)) means[metric] = value;
+  for (const auto& [metric, value] : means) out.push_back({step, metric, value});
+  return means;
+}
+
+namespace {
+
+store::RunFile file_record(const std::string& role, const std::filesystem::path& path) {
+  store::RunFile file;
+  file.role = role;
+  file.path = path.string();
+  file.sha256 = sha256_file_hex(path);
+  file.bytes = static_cast<std::int64_t>(std::filesystem::file_size(path));
+  return file;
+}
+
+}  // namespace
+
+store::RunFile load_initial_weights(const Experiment& experiment, Model& model,
+                                    std::vector<std::string>& skipped) {
+  const ModelSettings& settings = experiment.model_settings;
+  const std::string source = settings.init_from.string();
+  store::RunFile record = file_record("init_from", settings.init_from);
+  // The file validated with these bytes; another file now would be another trial.
+  if (record.sha256 != settings.init_from_sha256)
+    throw Error("'" + source + "' changed since the experiment was validated (SHA-256 " +
+                    record.sha256.substr(0, 16) + "..., was " +
+                    settings.init_from_sha256.substr(0, 16) + "...)",
+                "run the experiment again: the new file is a new trial");
+  const auto state = weights::read_weights(settings.init_from);
+  const weights::StateLoad load =
+      weights::load_state(model.module(), state, settings.strict, source, model.tied_parameters());
+  for (const auto& name : load.missing) skipped.push_back("missing " + name);
+  for (const auto& name : load.unexpected) skipped.push_back("unexpected " + name);
+  record.skipped = join(skipped, "\n");
+  return record;
+}
+
+store::RunFile save_weights(const std::filesystem::path& path, const Experiment& experiment,
+                            Model& model, std::int64_t repeat_index, std::int64_t steps) {
+  std::error_code ignored;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ignored);
+  weights::save_safetensors(path, model.module(),
+                            {{"producer", "runner"},
+                             {"experiment", experiment.name},
+                             {"config_hash", experiment.config_hash()},
+                             {"model", experiment.model.plugin},
+                             {"repeat", std::to_string(repeat_index)},
+                             {"steps", std::to_string(steps)}},
+                            model.tied_parameters());
+  return file_record("save_to", path);
+}
+
+}  // namespace runner

@@ -1,0 +1,58 @@
+// Held-out evaluation ([eval]) and the weights a run starts from and saves
+// ([model] init_from, [train] save_to): the parts of a run around its loop.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runner/experiment/experiment.hpp"
+#include "runner/host/host.hpp"
+#include "runner/sdk.hpp"
+#include "runner/store/store.hpp"
+
+namespace runner {
+
+/// Evaluates a model on the first `batches` batches of the loader's eval
+/// split, in order (the same samples every time), under no-grad with the
+/// module in eval mode (then restored to the mode it was in). The mean of
+/// each metric of Model::evaluate over the units it counts, plus the
+/// metrics of Model::finish_evaluation.
+class Evaluator {
+ public:
+  /// Builds the eval split's loader (data.plugin with split = eval). Throws
+  /// runner::Error (run) when the experiment has no [data] to evaluate on.
+  Evaluator(const Experiment& experiment, const PluginHost& host, std::uint64_t seed,
+            torch::Device device);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
+
+  /// Evaluates `model` after `step` optimizer steps; returns the metrics and
+  /// appends them to `out` as (step, metric, value).
+  std::map<std::string, double> evaluate(Model& model, std::int64_t step,
+                                         std::vector<store::Evaluation>& out);
+
+ private:
+  std::unique_ptr<Loader> loader_;
+  std::vector<std::vector<std::int64_t>> batches_;
+  torch::Device device_;
+};
+
+/// The tensors of `experiment`'s init_from file loaded into `model` by name
+/// (Model::tied_parameters() aliases accepted; strict as the experiment
+/// says). Throws runner::Error naming the file on any mismatch, loading
+/// nothing. Returns the record of the file, its skipped names in `skipped`.
+store::RunFile load_initial_weights(const Experiment& experiment, Model& model,
+                                    std::vector<std::string>& skipped);
+
+/// Writes the model's parameters and buffers (and tied aliases) to
+/// `path` as safetensors, with metadata naming the experiment and run.
+store::RunFile save_weights(const std::filesystem::path& path, const Experiment& experiment,
+                            Model& model, std::int64_t repeat_index, std::int64_t steps);
+
+}  // namespace runner
