@@ -344,8 +344,13 @@ def speed(mode, result):
 def ratio(mode, runner, eager):
     """runner's speed / eager's (> 1: runner faster)."""
     if mode == "b1":
-        return eager["p50_ns"] / runner["p50_ns"]
+        return p50_ratio(runner, eager)
     return runner["samples_per_s"] / eager["samples_per_s"]
+
+
+def p50_ratio(runner, eager):
+    """eager's median step time / runner's: what preemption disturbs least."""
+    return eager["p50_ns"] / runner["p50_ns"]
 
 
 def median_of(values):
@@ -409,8 +414,10 @@ def main():
                     runs = [g[m] for g in got["runner"]]
                     eagers = [g[m] for g in got["eager"]]
                     ratios = [ratio(m, a, b) for a, b in zip(runs, eagers)]
+                    p50s = [p50_ratio(a, b) for a, b in zip(runs, eagers)]
                     rows.append([name, threads, m, median_of([speed(m, x) for x in runs]),
-                                 median_of([speed(m, x) for x in eagers]), med_range(ratios)])
+                                 median_of([speed(m, x) for x in eagers]), med_range(ratios),
+                                 med_range(p50s) if m != "b1" else "(the same)"])
                     cells = []
                     for p in PHASES:
                         a = [x["phases"][p] * 1e-6 for x in runs if p in x["phases"]]
@@ -420,16 +427,18 @@ def main():
                     phase_rows.append([name, threads, m, "  ".join(cells)])
                     record["results"].append({"model": name, "threads": threads, "mode": m,
                                               "runner": runs, "eager": eagers,
-                                              "ratios": ratios})
+                                              "ratios": ratios, "p50_ratios": p50s})
     record["load_end"] = loadavg()
     record["seconds"] = time.monotonic() - started
 
     print(f"\nmedian over {args.rounds} rounds; ratio = runner's speed / eager's (> 1: runner "
-          f"faster), median [min, max]; load at end: {loadavg()}; "
+          f"faster), median [min, max]; the p50 ratio compares median step times (eager's / "
+          f"runner's), which preemption disturbs less; load at end: {loadavg()}; "
           f"{record['seconds'] / 60:.1f} min")
     print("modes: train = training samples/s, b1 = inference latency at batch 1 (p50, ms), "
           "b32 = inference samples/s at batch 32")
-    print_table(["model", "threads", "mode", "runner", "eager", "ratio"], rows)
+    print_table(["model", "threads", "mode", "runner", "eager", "ratio", "ratio of p50 steps"],
+                rows)
     print("\nper-phase p50, ms, runner/eager (median over rounds):")
     print_table(["model", "threads", "mode", "phases"], phase_rows)
     if args.json:
