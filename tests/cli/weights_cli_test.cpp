@@ -131,4 +131,34 @@ TEST_F(WeightsCliTest, ATrainedModelsWeightsLoadIntoTorchvisionStrictly) {
   EXPECT_NE(check.output.find("loaded 122 tensors strictly"), std::string::npos) << check.output;
 }
 
+TEST_F(WeightsCliTest, AStateDictSavedByTorchSaveStartsARun) {
+  // torch.save(model.state_dict(), path): the OrderedDict LibTorch's own
+  // pickle_load refuses. The same weights as safetensors are the same trial.
+  RUNNER_REQUIRE_ORACLE("torch,torchvision,safetensors");
+  const auto written = runner::test::run_oracle("torch_files.py", {"resnet", dir_.string()});
+  ASSERT_EQ(written.code, 0) << written.output;
+  const std::string rest =
+      "\n[data]\nplugin = \"synthetic\"\nshape = [3, 32, 32]\nclasses = 10\nsize = 4\n"
+      "batch_size = 2\n\n[infer]\nbatches = 1\nwarmup = 0\n\n[eval]\nbatches = 1\n";
+  const std::string model =
+      "[experiment]\nkind = \"infer\"\n\n[model]\nplugin = \"resnet\"\nnum_classes = 1000\n";
+  const fs::path pt = write("pt.toml", model + "init_from = \"resnet18.pt\"\n" + rest);
+  const Result r = runner("run " + pt.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(runner::test::query_text(db_, "SELECT sha256 FROM run_files WHERE role = 'init_from'"),
+            runner::sha256_file_hex(dir_ / "resnet18.pt"));
+  EXPECT_EQ(runner::test::query_int(db_, "SELECT count(*) FROM evaluations WHERE step = 0"), 2);
+  // Another file, another trial: the safetensors copy runs as a new one.
+  const fs::path st =
+      write("st.toml", model + "init_from = \"resnet18.safetensors\"\n" + rest);
+  const Result again = runner("run " + st.string());
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(runner::test::query_int(db_, "SELECT count(DISTINCT trial_id) FROM runs"), 2);
+  // Both evaluate the same weights on the same held-out batch.
+  EXPECT_EQ(runner::test::query_int(
+                db_, "SELECT count(DISTINCT printf('%.6e', value)) FROM evaluations WHERE "
+                     "metric = 'loss'"),
+            1);
+}
+
 }  // namespace
