@@ -100,7 +100,7 @@ TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
   EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
             (std::vector<std::string>{"allreduce", "compressed_allreduce"}));
   EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());
-  ASSERT_EQ(host.libraries().size(), 6u);
+  ASSERT_EQ(host.libraries().size(), 9u);
   const runner::PluginDescriptor* mlp = host.find(runner::PluginKind::model, "mlp");
   ASSERT_NE(mlp, nullptr);
   ASSERT_NE(mlp->schema.find("hidden"), nullptr);
