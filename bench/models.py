@@ -78,7 +78,8 @@ LM = {"plugin": "transformer_lm", "width": 256, "depth": 4}
 # eager side makes the same shapes), and per mode (batch, measured steps,
 # warm-up steps). Training batches make a step take 0.05-1 s at one thread on
 # a quiet 2-core AVX2 machine; step counts keep the default invocation (every
-# model, 1 and 2 threads, 3 rounds) at ~15 minutes there.
+# model, 1 and 2 threads, 3 rounds) at ~20 minutes there, a third of it the
+# eager processes' imports (torch and torchvision: 3-6 s each).
 MODELS = {
     "resnet18": dict(model={"plugin": "resnet", "depth": 18, "stem": "cifar"}, data=IMAGE_32,
                      train=(8, 5, 2), b1=(1, 20, 3), b32=(32, 3, 1)),
