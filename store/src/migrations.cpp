@@ -394,6 +394,18 @@ JOIN trials AS t ON t.id = r.trial_id
 JOIN experiments AS e ON e.id = t.experiment_id;
 )sql";
 
+// Version 6 (training recipes): what the recipe did at each step: the
+// learning rate of the first parameter group ([schedule]), the gradients'
+// global norm before clipping ([train] clip_grad_norm), and with amp_fp16
+// the loss scale the step used and whether a non-finite gradient skipped its
+// optimizer step. NULL where the run had no such thing.
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE samples ADD COLUMN lr REAL;
+ALTER TABLE samples ADD COLUMN grad_norm REAL;
+ALTER TABLE samples ADD COLUMN loss_scale REAL;
+ALTER TABLE samples ADD COLUMN skipped INTEGER CHECK (skipped IN (0, 1));
+)sql";
+
 #undef RUNNER_NOW
 
 constexpr int parse_decimal(const char* text) {
@@ -404,8 +416,8 @@ constexpr int parse_decimal(const char* text) {
 static_assert(parse_decimal(RUNNER_STALE_SECONDS) == kStaleHeartbeatSeconds,
               "the views' stale threshold must match kStaleHeartbeatSeconds");
 
-constexpr std::array<const char*, 5> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
-                                                    kSchemaV5};
+constexpr std::array<const char*, 6> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
+                                                    kSchemaV5, kSchemaV6};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

@@ -213,6 +213,11 @@ std::vector<Sample> Store::samples(std::int64_t run_id) const {
       s.loss = query.real(3, kNaN);
       for (std::size_t p = 0; p < kPhaseCount; ++p)
         s.phase_ns[p] = query.real(detail::kFirstPhaseColumn + static_cast<int>(p), -1);
+      constexpr int recipe = detail::kFirstRecipeColumn;
+      s.lr = query.real(recipe, kNaN);
+      s.grad_norm = query.real(recipe + 1, kNaN);
+      s.loss_scale = query.real(recipe + 2, kNaN);
+      s.skipped = query.is_null(recipe + 3) ? -1 : static_cast<int>(query.int64(recipe + 3));
       out.push_back(s);
     }
     return out;

@@ -159,6 +159,7 @@ const std::vector<std::string>& sample_columns() {
   static const std::vector<std::string> columns = [] {
     std::vector<std::string> out = {"step", "warmup", "wall_ns", "loss"};
     for (const PhaseInfo& phase : kPhases) out.emplace_back(phase.column);
+    for (const char* column : {"lr", "grad_norm", "loss_scale", "skipped"}) out.emplace_back(column);
     return out;
   }();
   return columns;

@@ -231,6 +231,15 @@ void Store::add_samples(std::int64_t run_id, const std::vector<Sample>& samples)
       for (std::size_t p = 0; p < kPhaseCount; ++p)
         insert.bind_duration(detail::kFirstPhaseColumn + 2 + static_cast<int>(p),
                              sample.phase_ns[p]);
+      constexpr int recipe = detail::kFirstRecipeColumn + 2;
+      insert.bind_real(recipe, sample.lr);
+      insert.bind_real(recipe + 1, sample.grad_norm);
+      insert.bind_real(recipe + 2, sample.loss_scale);
+      if (sample.skipped < 0) {
+        insert.bind_null(recipe + 3);
+      } else {
+        insert.bind_int(recipe + 3, sample.skipped != 0 ? 1 : 0);
+      }
       insert.run();
     }
     tx.commit();

@@ -276,7 +276,7 @@ TEST_F(StoreTest, MigratesAVersion4FileKeepingItsData) {
   write_v4_file(db_path_);
   Store store = Store::open(db_path_);
   sqlite3* db = handle(store);
-  EXPECT_EQ(store.schema_version(), 5);
+  EXPECT_EQ(store.schema_version(), runner::store::kSchemaVersion);
   EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(query_text(db, "PRAGMA foreign_key_check"), "");
   const auto old = store.get_run(1);
@@ -306,7 +306,7 @@ TEST_F(StoreTest, OpenReadOnlyReadsAVersion4FileWithoutChangingIt) {
   const std::string before = bytes_of(db_path_);
   {
     const Store reader = Store::open_read_only(db_path_);
-    EXPECT_EQ(reader.schema_version(), 5);  // of the migrated copy it reads
+    EXPECT_EQ(reader.schema_version(), runner::store::kSchemaVersion);  // of the migrated copy
     const auto old = reader.get_run(1);
     ASSERT_TRUE(old.has_value());
     EXPECT_TRUE(old->evaluations.empty());
@@ -383,3 +383,60 @@ TEST_F(StoreTest, MergeCopiesEvaluationsAndFilesAndCountsThem) {
 }
 
 }  // namespace
+
+// --- version 6: what the training recipe did at each step ----------------------
+
+TEST_F(StoreTest, RecipeColumnsOfSamplesRoundTripMigrateAndMerge) {
+  const fs::path shard = dir_ / "shard.db";
+  {
+    Store store = Store::open(shard);
+    const std::int64_t e = store.upsert_experiment("amp", "/exp/amp.toml", "[experiment]\n");
+    RunStart start;
+    start.trial_id = store.upsert_trial(e, "{\"p\":\"amp_fp16\"}", "h-amp", "id-amp", "");
+    const std::int64_t run = store.begin_run(start);
+    Sample clean;
+    clean.step = 0;
+    clean.lr = 0.01;
+    clean.grad_norm = 3.5;
+    clean.loss_scale = 65536;
+    clean.skipped = 0;
+    Sample overflow = clean;
+    overflow.step = 1;
+    overflow.grad_norm = std::numeric_limits<double>::infinity();
+    overflow.skipped = 1;
+    Sample plain;  // a run without a recipe: every recipe column NULL
+    plain.step = 2;
+    store.add_samples(run, {clean, overflow, plain});
+    store.finish_run(run, RunStatus::finished, "", {}, {}, 0, {}, {});
+    const std::vector<Sample> back = store.samples(run);
+    ASSERT_EQ(back.size(), 3U);
+    EXPECT_EQ(back[0].lr, 0.01);
+    EXPECT_EQ(back[0].grad_norm, 3.5);
+    EXPECT_EQ(back[0].loss_scale, 65536);
+    EXPECT_EQ(back[0].skipped, 0);
+    EXPECT_EQ(back[1].skipped, 1);
+    EXPECT_TRUE(std::isinf(back[1].grad_norm));
+    EXPECT_TRUE(std::isnan(back[2].lr));
+    EXPECT_TRUE(std::isnan(back[2].grad_norm));
+    EXPECT_TRUE(std::isnan(back[2].loss_scale));
+    EXPECT_EQ(back[2].skipped, -1);
+    // The schema admits only 0 and 1 (and NULL) as skipped.
+    EXPECT_NE(sqlite3_exec(handle(store),
+                           "UPDATE samples SET skipped = 2 WHERE step = 0", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+  }
+  // A version-4 file migrates: its old samples have NULL there.
+  write_v4_file(db_path_);
+  Store all = Store::open(db_path_);
+  const std::vector<Sample> old = all.samples(1);
+  ASSERT_EQ(old.size(), 1U);
+  EXPECT_TRUE(std::isnan(old[0].lr));
+  EXPECT_EQ(old[0].skipped, -1);
+  // Merging copies the columns.
+  all.merge_from(std::vector<fs::path>{shard});
+  sqlite3* db = handle(all);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM samples WHERE skipped = 1 AND loss_scale = 65536"),
+            1);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM samples WHERE lr = 0.01"), 2);
+}

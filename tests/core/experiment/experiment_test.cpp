@@ -22,7 +22,7 @@ using test::kOptimizer;
 class ExperimentTest : public test::ExperimentFixture {};
 
 const char* const kKnownSections =
-    "known sections: experiment, device, model, data, optimizer, train, infer, eval, distributed, "
+    "known sections: experiment, device, model, data, optimizer, train, schedule, infer, eval, distributed, "
     "comm_hook, plugins, sweep, trial";
 
 // --- happy paths ---------------------------------------------------------------
@@ -241,13 +241,13 @@ TEST_F(ExperimentTest, UnknownHostKeyWithSuggestion) {
   const Error e = error_of("[train]\nstepz = 5\n" + kMinimal);
   EXPECT_EQ(std::string(e.what()),
             at(2, 1) + "unknown key 'stepz' in [train]; did you mean 'steps'?");
-  EXPECT_EQ(e.hint(), "keys of [train]: steps, warmup, save_to");
+  EXPECT_EQ(e.hint(), "keys of [train]: steps, warmup, precision, accumulate, clip_grad_norm, save_to");
 }
 
 TEST_F(ExperimentTest, UnknownHostKeyWithoutSuggestion) {
   const Error e = error_of("[device]\ngpus = 1\n" + kMinimal);
   EXPECT_EQ(std::string(e.what()), at(2, 1) + "unknown key 'gpus' in [device]");
-  EXPECT_EQ(e.hint(), "keys of [device]: type, threads, interop_threads");
+  EXPECT_EQ(e.hint(), "keys of [device]: type, threads, interop_threads, cudnn_benchmark, deterministic, tf32_matmul, tf32_conv, float32_matmul_precision");
   // A sub-table is a key of its section too.
   const Error sub = error_of("[experiment.extra]\na = 1\n" + kMinimal);
   EXPECT_EQ(std::string(sub.what()), at(1, 1) + "unknown key 'extra' in [experiment]");
@@ -406,7 +406,7 @@ TEST_F(ExperimentTest, UnknownPluginOption) {
   EXPECT_EQ(std::string(e.what()),
             at(3, 1) + "unknown option 'hiden' for model plugin 'mlp'; did you mean 'hidden'?");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict");
+                      "takes init_from, strict, channels_last");
   EXPECT_THROW_MSG(load(kModel + "colour = 1\n" + kData + kOptimizer), Error,
                    at(3, 1) + "unknown option 'colour' for model plugin 'mlp'");
 }
@@ -427,7 +427,7 @@ TEST_F(ExperimentTest, PluginOptionOfWrongType) {
   EXPECT_EQ(std::string(e.what()),
             at(3, 14) + "'model.activation' must be a string, found an integer");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict");
+                      "takes init_from, strict, channels_last");
   EXPECT_THROW_MSG(load("[model]\nplugin = \"resnet\"\ndepth = 18.0\n" + kData + kOptimizer),
                    Error, at(3, 9) + "'model.depth' must be an integer, found a float");
   EXPECT_THROW_MSG(load(kModel + "dropout = \"0.1\"\n" + kData + kOptimizer), Error,
@@ -535,7 +535,7 @@ TEST_F(ExperimentTest, PluginOptionChoices) {
             at(3, 14) + "'model.activation' must be one of \"relu\", \"gelu\", \"tanh\", "
                         "found \"swish\"");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict");
+                      "takes init_from, strict, channels_last");
 }
 
 TEST_F(ExperimentTest, ListTooShort) {

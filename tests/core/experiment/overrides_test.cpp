@@ -101,13 +101,13 @@ TEST_F(OverridesTest, UnknownKey) {
   const Error e = error_with(kMinimal, {"train.stepz=5"});
   EXPECT_EQ(std::string(e.what()),
             "--set train.stepz=5: unknown key 'train.stepz'; did you mean 'train.steps'?");
-  EXPECT_EQ(e.hint(), "keys of [train]: steps, warmup, save_to");
+  EXPECT_EQ(e.hint(), "keys of [train]: steps, warmup, precision, accumulate, clip_grad_norm, save_to");
   const Error section = error_with(kMinimal, {"trian.steps=5"});
   EXPECT_EQ(std::string(section.what()),
             "--set trian.steps=5: unknown key 'trian.steps'; did you mean 'train.steps'?");
   EXPECT_EQ(section.hint(),
             "a key is written section.key, e.g. train.steps; known sections: experiment, device, "
-            "model, data, optimizer, train, infer, eval, distributed, comm_hook, plugins");
+            "model, data, optimizer, train, schedule, infer, eval, distributed, comm_hook, plugins");
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"steps=5"})), Error,
                    "--set steps=5: unknown key 'steps'");
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"sweep.train.steps=[1]"})), Error,
@@ -120,7 +120,7 @@ TEST_F(OverridesTest, UnknownPluginOption) {
             "--set model.hiden=[8]: unknown option 'hiden' for model plugin 'mlp'; did you mean "
             "'hidden'?");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict");
+                      "takes init_from, strict, channels_last");
 }
 
 TEST_F(OverridesTest, TypeAndRangeAreCheckedAsInTheFile) {

@@ -254,14 +254,14 @@ TEST_F(SweepTest, UnknownKey) {
   const Error e = expand_error(kMinimal + "[sweep]\n\"train.stepz\" = [1, 2]\n");
   EXPECT_EQ(std::string(e.what()),
             at(9, 1) + "unknown key 'train.stepz' in [sweep]; did you mean 'train.steps'?");
-  EXPECT_EQ(e.hint(), "keys of [train]: steps, warmup, save_to");
+  EXPECT_EQ(e.hint(), "keys of [train]: steps, warmup, precision, accumulate, clip_grad_norm, save_to");
   EXPECT_THROW_MSG(static_cast<void>(expand(kMinimal + "[sweep]\n\"trian.steps\" = [1]\n")), Error,
                    at(9, 1) + "unknown key 'trian.steps' in [sweep]; did you mean 'train.steps'?");
   const Error section = expand_error(kMinimal + "[sweep]\n\"steps\" = [1]\n");
   EXPECT_EQ(std::string(section.what()), at(9, 1) + "unknown key 'steps' in [sweep]");
   EXPECT_EQ(section.hint(),
             "a key is written section.key, e.g. train.steps; known sections: experiment, device, "
-            "model, data, optimizer, train, infer, eval, distributed, comm_hook, plugins");
+            "model, data, optimizer, train, schedule, infer, eval, distributed, comm_hook, plugins");
 }
 
 TEST_F(SweepTest, UnknownPluginOptionNamesTheTrial) {
@@ -270,7 +270,7 @@ TEST_F(SweepTest, UnknownPluginOptionNamesTheTrial) {
             at(9, 1) + "unknown option 'hiden' for model plugin 'mlp'; did you mean 'hidden'? "
                        "(in trial 1: model.hiden=[8])");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict");
+                      "takes init_from, strict, channels_last");
 }
 
 TEST_F(SweepTest, OptionOfAnotherPluginNamesTheTrial) {

@@ -23,7 +23,10 @@ void CpuPhaseClock::begin_step() {
 
 void CpuPhaseClock::end_phase(Phase phase) {
   const auto now = Clock::now();
-  times_.phase_ns[store::phase_index(phase)] = ns_between(last_, now);
+  // A phase marked several times in a step (gradient accumulation: data,
+  // forward and backward once per micro-batch) accumulates.
+  double& ns = times_.phase_ns[store::phase_index(phase)];
+  ns = (ns < 0 ? 0 : ns) + ns_between(last_, now);
   last_ = now;
 }
 
@@ -37,60 +40,59 @@ namespace {
 
 // CUDA events on the current stream at every mark. The data phase is host
 // work (waiting for the loader), so it is timed on the host as well; the
-// device phases come from event pairs after one synchronisation.
+// device phases come from consecutive event pairs after one synchronisation.
+// A phase marked several times in a step (gradient accumulation) sums its
+// intervals; the pool of events grows to the most marks a step has made.
 class CudaPhaseClock final : public PhaseClock {
  public:
-  CudaPhaseClock() {
-    for (auto& e : events_) e = at::cuda::CUDAEvent(cudaEventDefault);
-  }
-
   void begin_step() override {
     times_ = StepTimes{};
-    marked_.fill(false);
+    marks_.clear();
     host_start_ = host_last_ = std::chrono::steady_clock::now();
-    events_[0].record(at::cuda::getCurrentCUDAStream());
-    last_event_ = 0;
+    record(kStart);
   }
 
   void end_phase(Phase phase) override {
     const auto p = store::phase_index(phase);
     if (phase == Phase::data) {
       const auto now = std::chrono::steady_clock::now();
-      times_.phase_ns[p] = ns_between(host_last_, now);
+      double& ns = times_.phase_ns[p];
+      ns = (ns < 0 ? 0 : ns) + ns_between(host_last_, now);
       host_last_ = now;
     }
-    const std::size_t slot = p + 1;
-    events_[slot].record(at::cuda::getCurrentCUDAStream());
-    from_[slot] = last_event_;
-    marked_[p] = true;
-    last_event_ = slot;
+    record(p);
   }
 
   StepTimes end_step() override {
-    auto& last = events_[last_event_];
+    at::cuda::CUDAEvent& last = events_[marks_.size() - 1];
     last.synchronize();  // the one synchronisation of the step
-    for (std::size_t p = 0; p < marked_.size(); ++p) {
-      if (!marked_[p] || p == store::phase_index(Phase::data)) continue;
-      const std::size_t slot = p + 1;
-      times_.phase_ns[p] =
-          static_cast<double>(events_[from_[slot]].elapsed_time(events_[slot])) * 1e6;
+    for (std::size_t m = 1; m < marks_.size(); ++m) {
+      const std::size_t p = marks_[m];
+      if (p == store::phase_index(Phase::data)) continue;
+      double& ns = times_.phase_ns[p];
+      ns = (ns < 0 ? 0 : ns) + static_cast<double>(events_[m - 1].elapsed_time(events_[m])) * 1e6;
     }
     // Wall time spans host work and device work: from the host start to the
     // later of host now and the last device event, measured on the device
     // for the part after the first event.
-    const double device_ns =
-        static_cast<double>(events_[0].elapsed_time(last)) * 1e6;
+    const double device_ns = static_cast<double>(events_[0].elapsed_time(last)) * 1e6;
     const double host_ns = ns_between(host_start_, std::chrono::steady_clock::now());
     times_.wall_ns = std::max(device_ns, host_ns);
     return times_;
   }
 
  private:
-  static constexpr std::size_t kSlots = store::kPhaseCount + 1;
-  std::array<at::cuda::CUDAEvent, kSlots> events_;
-  std::array<std::size_t, kSlots> from_{};
-  std::array<bool, store::kPhaseCount> marked_{};
-  std::size_t last_event_ = 0;
+  static constexpr std::size_t kStart = store::kPhaseCount;  // the step's first mark
+
+  void record(std::size_t phase) {
+    const std::size_t m = marks_.size();
+    if (m == events_.size()) events_.emplace_back(cudaEventDefault);
+    events_[m].record(at::cuda::getCurrentCUDAStream());
+    marks_.push_back(phase);
+  }
+
+  std::vector<at::cuda::CUDAEvent> events_;  // events_[m] is mark m of the current step
+  std::vector<std::size_t> marks_;           // the phase each mark ends (kStart: the start)
   std::chrono::steady_clock::time_point host_start_{}, host_last_{};
   StepTimes times_;
 };

@@ -4,6 +4,8 @@
 // holds hashes recorded by earlier releases).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "runner/common/json.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
@@ -21,7 +23,10 @@ Json json_of(const OptionValue& value) {
 
 Json json_of(const PluginChoice& choice) {
   Json options = Json::object();  // {} rather than null when the plugin has none
-  for (const auto& [name, value] : choice.options.values()) options[name] = json_of(value);
+  for (const auto& [name, value] : choice.options.values())
+    if (std::find(choice.identity_omits.begin(), choice.identity_omits.end(), name) ==
+        choice.identity_omits.end())
+      options[name] = json_of(value);
   Json section = Json::object();
   section["plugin"] = choice.plugin;
   section["options"] = std::move(options);
@@ -67,7 +72,65 @@ std::string Experiment::resolved_json() const {
                      {"warmup", warmup_of(infer.warmup)},
                      {"mode", infer.mode}};
   if (eval.enabled) root["eval"] = {{"every", eval.every}, {"batches", eval.batches}};
+  // The recipe keys join the identity only when they differ from what runner
+  // did before they existed: earlier trials keep their hashes.
+  if (device.cudnn_benchmark) root["device"]["cudnn_benchmark"] = *device.cudnn_benchmark;
+  if (device.deterministic) root["device"]["deterministic"] = *device.deterministic;
+  if (device.tf32_matmul) root["device"]["tf32_matmul"] = *device.tf32_matmul;
+  if (device.tf32_conv) root["device"]["tf32_conv"] = *device.tf32_conv;
+  if (!device.float32_matmul_precision.empty())
+    root["device"]["float32_matmul_precision"] = device.float32_matmul_precision;
+  if (model_settings.channels_last) root["model"]["channels_last"] = true;
+  const std::string& loop_precision = precision();
+  if (loop_precision != "fp32") root[kind == RunKind::train ? "train" : "infer"]["precision"] = loop_precision;
+  if (kind == RunKind::train) {
+    if (train.accumulate != 1) root["train"]["accumulate"] = train.accumulate;
+    if (train.clip_grad_norm > 0) root["train"]["clip_grad_norm"] = train.clip_grad_norm;
+    if (schedule.enabled) {
+      Json s = {{"type", schedule.type}, {"warmup_steps", schedule.warmup_steps}};
+      if (schedule.warmup_steps > 0) s["warmup_start_factor"] = schedule.warmup_start_factor;
+      if (schedule.type == "step") {
+        s["step_size"] = schedule.step_size;
+        s["gamma"] = schedule.gamma;
+      } else if (schedule.type == "cosine") {
+        s["min_lr"] = schedule.min_lr;
+      } else if (schedule.type == "one_cycle") {
+        s["pct_start"] = schedule.pct_start;
+        s["anneal"] = schedule.anneal;
+        s["div_factor"] = schedule.div_factor;
+        s["final_div_factor"] = schedule.final_div_factor;
+        s["three_phase"] = schedule.three_phase;
+        s["cycle_momentum"] = schedule.cycle_momentum;
+        if (schedule.cycle_momentum) {
+          s["base_momentum"] = schedule.base_momentum;
+          s["max_momentum"] = schedule.max_momentum;
+        }
+      }
+      root["schedule"] = std::move(s);
+    }
+  }
   return canonical_json(root);
+}
+
+std::vector<std::string> DeviceSettings::cuda_only_keys() const {
+  std::vector<std::string> keys;
+  if (cudnn_benchmark) keys.emplace_back("device.cudnn_benchmark");
+  if (tf32_matmul) keys.emplace_back("device.tf32_matmul");
+  if (tf32_conv) keys.emplace_back("device.tf32_conv");
+  return keys;
+}
+
+SourceLocation Experiment::where_of(const std::string& dotted) const {
+  const auto it = key_where.find(dotted);
+  if (it != key_where.end()) return it->second;
+  return SourceLocation{source ? source->path.string() : std::string(), 0, 0};
+}
+
+std::int64_t Experiment::total_train_steps() const {
+  // "auto" warm-up ends at the latest after max(50, steps) steps
+  // (WarmupDetector::for_steps, which reads this).
+  return train.steps +
+         (train.warmup < 0 ? std::max<std::int64_t>(50, train.steps) : train.warmup);
 }
 
 std::filesystem::path Experiment::save_path(std::int64_t repeat_index) const {

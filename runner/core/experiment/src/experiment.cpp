@@ -99,6 +99,7 @@ class ParsedExperiment {
   void check_weights(const std::vector<Section>& sections, HostConfig& config) const;
   void check_save_to(std::int64_t repeats) const;
   void check_required_sections(const HostConfig& config) const;
+  void check_recipe(const Experiment& e) const;
   void check_backend(const HostConfig& config) const;
   [[nodiscard]] PluginChoice resolve_plugin(const PendingPlugin& pending,
                                             const PluginCatalog& catalog) const;
@@ -253,7 +254,61 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
     if (section.name != "experiment") read_section(section, config);
   check_required_sections(config);
   if (!config.experiment.model_settings.init_from.empty()) check_weights(sections, config);
+  check_recipe(config.experiment);
   return config;
+}
+
+// Combinations of host keys that cannot run, each reported at the key that
+// makes it impossible.
+void ParsedExperiment::check_recipe(const Experiment& e) const {
+  const auto fail_at = [&](const std::string& dotted, const std::string& message,
+                           const std::string& hint) {
+    const auto it = e.key_where.find(dotted);
+    throw Error(it != e.key_where.end() ? it->second : check_.nowhere(), message, hint);
+  };
+  if (e.device.type == "cpu")
+    for (const std::string& key : e.device.cuda_only_keys())
+      fail_at(key, "'" + key + "' is a CUDA setting, but device.type = \"cpu\"",
+              "remove it, or run on a GPU with device.type = \"cuda\" (or \"auto\")");
+  if (e.kind != RunKind::train || !e.schedule.enabled) return;
+  const ScheduleSettings& s = e.schedule;
+  // Keys of one type only: a value the schedule ignores is a mistake.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> own_keys{
+      {"step", {"step_size", "gamma"}},
+      {"cosine", {"min_lr"}},
+      {"one_cycle",
+       {"pct_start", "anneal", "div_factor", "final_div_factor", "three_phase", "cycle_momentum",
+        "base_momentum", "max_momentum"}}};
+  for (const auto& [type, keys] : own_keys) {
+    if (type == s.type) continue;
+    for (const std::string& key : keys)
+      if (e.key_where.count("schedule." + key) != 0)
+        fail_at("schedule." + key,
+                "'schedule." + key + "' is used by type = \"" + type + "\", but type = \"" +
+                    s.type + "\"",
+                "remove it, or set schedule.type = \"" + type + "\"");
+  }
+  if (s.type == "step" && s.step_size < 1)
+    fail_at("schedule.type", "schedule type \"step\" needs 'schedule.step_size'",
+            "add step_size = N: the lr is multiplied by gamma every N optimizer steps");
+  if (s.type == "one_cycle" && s.warmup_steps > 0)
+    fail_at("schedule.warmup_steps",
+            "'schedule.warmup_steps' does not apply to type = \"one_cycle\", which warms up "
+            "by itself",
+            "remove warmup_steps; pct_start sets the fraction of steps the lr rises");
+  if (s.type == "one_cycle" && s.base_momentum > s.max_momentum)
+    fail_at("schedule.base_momentum",
+            "'schedule.base_momentum' (" + experiment_detail::shortest(s.base_momentum) +
+                ") is above 'schedule.max_momentum' (" +
+                experiment_detail::shortest(s.max_momentum) + ")",
+            "the momentum falls from max_momentum to base_momentum while the lr rises");
+  const std::int64_t total = e.total_train_steps();
+  if (s.warmup_steps >= total)
+    fail_at("schedule.warmup_steps",
+            "'schedule.warmup_steps' is " + std::to_string(s.warmup_steps) +
+                ", but the run takes " + std::to_string(total) +
+                " optimizer steps (train.warmup + train.steps)",
+            "make the warm-up shorter than the run");
 }
 
 void ParsedExperiment::read_section(const Section& section, HostConfig& config) const {
@@ -263,6 +318,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
     config.experiment.distributed.enabled = true;
   }
   if (spec.name == "eval") config.experiment.eval.enabled = true;
+  if (spec.name == "schedule") config.experiment.schedule.enabled = true;
   PendingPlugin pending{&spec, &section, {}, nullptr};
   for (const Leaf& item : section.items) {
     const std::string dotted = spec.name + "." + item.key;
@@ -285,6 +341,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
       throw check_.error(item, message,
                          "keys of [" + spec.name + "]: " + join(key_names(spec), ", "));
     }
+    config.experiment.key_where[dotted] = check_.at(*item.node);
     switch (host->role) {
       case KeyRole::path_list:
         read_path_list(*item.node, dotted, config.experiment);
@@ -308,6 +365,9 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
                           json_quote(std::get<std::string>(value)),
                       "a name is printed in tables and terminals; use letters, digits and "
                       "punctuation");
+        if (host->positive && std::get<double>(value) <= 0)
+          check_.fail(*item.node, "'" + dotted + "' must be > 0, found " +
+                                      experiment_detail::shortest(std::get<double>(value)));
         host->apply(config.experiment, value);
         break;
       }
@@ -507,6 +567,7 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
   for (const auto& key : spec.keys) candidates.push_back(key.spec.name);
 
   std::map<std::string, OptionValue> values;
+  std::map<std::string, SourceLocation> where;
   for (const Leaf& item : section.items) {
     if (item.key == "plugin" || find_key(spec, item.key) != nullptr) continue;
     const OptionSpec* option = plugin->schema.find(item.key);
@@ -518,6 +579,7 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
       throw check_.error(item, message, hint);
     }
     values[item.key] = check_.read(*option, *item.node, spec.name + "." + item.key, hint);
+    where[item.key] = check_.at(*item.node);
   }
   for (const auto& option : plugin->schema.specs()) {
     if (values.count(option.name) != 0) continue;
@@ -528,7 +590,12 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
                          hint);
     values[option.name] = *option.default_value;
   }
-  return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*pending.name_node)};
+  std::vector<std::string> omits;
+  for (const auto& option : plugin->schema.specs())
+    if (option.added_later && option.default_value && values.at(option.name) == *option.default_value)
+      omits.push_back(option.name);
+  return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*pending.name_node),
+                      std::move(where), std::move(omits)};
 }
 
 PluginChoice ParsedExperiment::default_comm_hook(const Section& distributed,
@@ -549,7 +616,7 @@ PluginChoice ParsedExperiment::default_comm_hook(const Section& distributed,
                          "add [comm_hook] with its options");
     values[option.name] = *option.default_value;
   }
-  return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*distributed.node)};
+  return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*distributed.node), {}, {}};
 }
 
 Experiment ParsedExperiment::resolve(const std::vector<Section>& sections,

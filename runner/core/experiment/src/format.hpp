@@ -41,6 +41,7 @@ struct HostKey {
   bool printable = false;   // strings: no control characters (names reach terminals)
   KeyRole role = KeyRole::value;
   bool per_trial = true;    // false: the same for every trial, so [sweep]/[[trial]] may not set it
+  bool positive = false;    // numbers: must be > 0 (the range's lower bound stays open)
 };
 
 struct SectionSpec {

@@ -53,6 +53,29 @@ HostKey boolean_key(std::string name, bool def, std::string doc, Apply apply) {
                  apply};
 }
 
+// A setting without a default: absent leaves LibTorch's own default alone.
+HostKey optional_boolean_key(std::string name, std::string doc, Apply apply) {
+  return HostKey{spec_of(std::move(name), OptionType::boolean, std::nullopt, std::move(doc)),
+                 apply};
+}
+
+HostKey number_key(std::string name, std::optional<double> def, std::optional<double> min,
+                   std::optional<double> max, std::string doc, Apply apply) {
+  HostKey key{spec_of(std::move(name), OptionType::number,
+                      def ? std::optional<OptionValue>(OptionValue{*def}) : std::nullopt,
+                      std::move(doc)),
+              apply};
+  key.spec.min = min;
+  key.spec.max = max;
+  return key;
+}
+
+// A number that must be > 0 (0 itself is refused, with its own message).
+HostKey positive_key(HostKey key) {
+  key.positive = true;
+  return key;
+}
+
 // Keys that do not change a measurement, or that change which sections are
 // valid: trials differ in their canonical JSON, so these stay fixed.
 HostKey fixed(HostKey key) {
@@ -63,6 +86,7 @@ HostKey fixed(HostKey key) {
 const std::string& str(const OptionValue& v) { return std::get<std::string>(v); }
 std::int64_t int_of(const OptionValue& v) { return std::get<std::int64_t>(v); }
 bool bool_of(const OptionValue& v) { return std::get<bool>(v); }
+double num(const OptionValue& v) { return std::get<double>(v); }
 
 }  // namespace
 
@@ -113,7 +137,41 @@ const std::vector<SectionSpec>& section_specs() {
                               "inter-op threads; 0 = LibTorch default",
                               [](Experiment& e, const OptionValue& v) {
                                 e.device.interop_threads = int_of(v);
-                              })}});
+                              }),
+                  optional_boolean_key("cudnn_benchmark",
+                                       "CUDA: cuDNN times convolution algorithms and keeps the "
+                                       "fastest (torch.backends.cudnn.benchmark)",
+                                       [](Experiment& e, const OptionValue& v) {
+                                         e.device.cudnn_benchmark = bool_of(v);
+                                       }),
+                  optional_boolean_key("deterministic",
+                                       "deterministic algorithms only, an error where none "
+                                       "exists (torch.use_deterministic_algorithms)",
+                                       [](Experiment& e, const OptionValue& v) {
+                                         e.device.deterministic = bool_of(v);
+                                       }),
+                  optional_boolean_key("tf32_matmul",
+                                       "CUDA: TF32 tensor cores in float32 matmuls "
+                                       "(torch.backends.cuda.matmul.allow_tf32)",
+                                       [](Experiment& e, const OptionValue& v) {
+                                         e.device.tf32_matmul = bool_of(v);
+                                       }),
+                  optional_boolean_key("tf32_conv",
+                                       "CUDA: TF32 tensor cores in float32 convolutions "
+                                       "(torch.backends.cudnn.allow_tf32)",
+                                       [](Experiment& e, const OptionValue& v) {
+                                         e.device.tf32_conv = bool_of(v);
+                                       }),
+                  [] {
+                    HostKey key = string_key(
+                        "float32_matmul_precision", "", {"highest", "high", "medium"},
+                        "float32 matmul precision (torch.set_float32_matmul_precision)",
+                        [](Experiment& e, const OptionValue& v) {
+                          e.device.float32_matmul_precision = str(v);
+                        });
+                    key.spec.default_value.reset();  // unset: LibTorch's default
+                    return key;
+                  }()}});
 
     HostKey init_from{spec_of("init_from", OptionType::string, std::nullopt,
                               "weights to start from: a .safetensors file or a state dict "
@@ -124,11 +182,18 @@ const std::vector<SectionSpec>& section_specs() {
     init_from.role = KeyRole::path;
     s.push_back({"model", PluginKind::model, std::nullopt,
                  {init_from,
+
                   boolean_key("strict", true,
                               "init_from must name every parameter and buffer of the model and "
                               "nothing else; false: skip (and record) the others",
                               [](Experiment& e, const OptionValue& v) {
                                 e.model_settings.strict = bool_of(v);
+                              }),
+                  boolean_key("channels_last", false,
+                              "channels-last (NHWC) parameters and inputs, for convolutional "
+                              "models of image samples",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.model_settings.channels_last = bool_of(v);
                               })}});
 
     s.push_back({"data", PluginKind::loader, std::nullopt,
@@ -161,7 +226,89 @@ const std::vector<SectionSpec>& section_specs() {
                              [](Experiment& e, const OptionValue& v) {
                                e.train.warmup = int_of(v);
                              }),
+                  string_key("precision", "fp32", {"fp32", "bf16", "amp_bf16", "amp_fp16"},
+                             "fp32; bf16 weights and activations; or autocast to bf16 / fp16 "
+                             "(amp_fp16 with dynamic loss scaling)",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.train.precision = str(v);
+                             }),
+                  integer_key("accumulate", 1, 1, kMaxAccumulate,
+                              "micro-batches (data.batch_size each) per optimizer step",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.train.accumulate = int_of(v);
+                              }),
+                  positive_key(number_key("clip_grad_norm", std::nullopt, std::nullopt, 1e12,
+                                          "clip the gradients to this global L2 norm before "
+                                          "each optimizer step",
+                                          [](Experiment& e, const OptionValue& v) {
+                                            e.train.clip_grad_norm = num(v);
+                                          })),
                   fixed(save_to)}});
+
+    // Defaults are PyTorch's: LinearLR's start_factor, StepLR's gamma,
+    // CosineAnnealingLR's eta_min, OneCycleLR's parameters.
+    s.push_back(
+        {"schedule", std::nullopt, RunKind::train,
+         {string_key("type", "constant", {"constant", "step", "cosine", "one_cycle"},
+                     "the learning rate over the optimizer steps, as a factor of each "
+                     "parameter group's lr",
+                     [](Experiment& e, const OptionValue& v) { e.schedule.type = str(v); }),
+          integer_key("warmup_steps", 0, 0, kMaxSteps,
+                      "linear warm-up steps before the schedule (not with one_cycle)",
+                      [](Experiment& e, const OptionValue& v) {
+                        e.schedule.warmup_steps = int_of(v);
+                      }),
+          positive_key(number_key("warmup_start_factor", 1.0 / 3.0, std::nullopt, 1.0,
+                                  "lr factor at the first warm-up step",
+                                  [](Experiment& e, const OptionValue& v) {
+                                    e.schedule.warmup_start_factor = num(v);
+                                  })),
+          [] {
+            HostKey key = integer_key("step_size", 0, 1, kMaxSteps,
+                                      "step: optimizer steps between decays (required)",
+                                      [](Experiment& e, const OptionValue& v) {
+                                        e.schedule.step_size = int_of(v);
+                                      });
+            key.spec.default_value.reset();
+            return key;
+          }(),
+          number_key("gamma", 0.1, 0.0, 1e6, "step: decay factor",
+                     [](Experiment& e, const OptionValue& v) { e.schedule.gamma = num(v); }),
+          number_key("min_lr", 0.0, 0.0, 1e6, "cosine: the lr it ends at (eta_min)",
+                     [](Experiment& e, const OptionValue& v) { e.schedule.min_lr = num(v); }),
+          number_key("pct_start", 0.3, 0.0, 1.0, "one_cycle: fraction of the steps rising",
+                     [](Experiment& e, const OptionValue& v) { e.schedule.pct_start = num(v); }),
+          string_key("anneal", "cos", {"cos", "linear"}, "one_cycle: annealing shape",
+                     [](Experiment& e, const OptionValue& v) { e.schedule.anneal = str(v); }),
+          positive_key(number_key("div_factor", 25.0, std::nullopt, 1e12,
+                                  "one_cycle: initial lr = lr / div_factor",
+                                  [](Experiment& e, const OptionValue& v) {
+                                    e.schedule.div_factor = num(v);
+                                  })),
+          positive_key(number_key("final_div_factor", 1e4, std::nullopt, 1e12,
+                                  "one_cycle: final lr = initial lr / final_div_factor",
+                                  [](Experiment& e, const OptionValue& v) {
+                                    e.schedule.final_div_factor = num(v);
+                                  })),
+          boolean_key("three_phase", false,
+                      "one_cycle: a third phase annealing to the final lr",
+                      [](Experiment& e, const OptionValue& v) {
+                        e.schedule.three_phase = bool_of(v);
+                      }),
+          boolean_key("cycle_momentum", true,
+                      "one_cycle: cycle the optimizer's momentum (beta1) against the lr",
+                      [](Experiment& e, const OptionValue& v) {
+                        e.schedule.cycle_momentum = bool_of(v);
+                      }),
+          number_key("base_momentum", 0.85, 0.0, 1.0, "one_cycle: momentum at the lr's peak",
+                     [](Experiment& e, const OptionValue& v) {
+                       e.schedule.base_momentum = num(v);
+                     }),
+          number_key("max_momentum", 0.95, 0.0, 1.0,
+                     "one_cycle: momentum at the start and the end",
+                     [](Experiment& e, const OptionValue& v) {
+                       e.schedule.max_momentum = num(v);
+                     })}});
 
     s.push_back({"infer", std::nullopt, RunKind::infer,
                  {integer_key("batches", 100, 1, kMaxSteps, "measured batches",
@@ -174,7 +321,12 @@ const std::vector<SectionSpec>& section_specs() {
                              }),
                   string_key("mode", "inference", {"inference", "no_grad"},
                              "autograd guard of the loop",
-                             [](Experiment& e, const OptionValue& v) { e.infer.mode = str(v); })}});
+                             [](Experiment& e, const OptionValue& v) { e.infer.mode = str(v); }),
+                  string_key("precision", "fp32", {"fp32", "bf16", "amp_bf16", "amp_fp16"},
+                             "fp32; bf16 weights and activations; or autocast to bf16 / fp16",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.infer.precision = str(v);
+                             })}});
 
     s.push_back({"eval", std::nullopt, std::nullopt,
                  {integer_key("every", 0, 0, kMaxSteps,

@@ -15,6 +15,11 @@ void rethrow_plugin_error(const PluginDescriptor& plugin, const char* what) {
   std::string message;
   try {
     throw;
+  } catch (const OptionError& e) {
+    throw PluginOptionError(std::string(to_string(plugin.kind)) + " plugin '" + plugin.name +
+                                "' (" + plugin.library + ") refused option '" + e.option() +
+                                "': " + e.what(),
+                            plugin.kind, e.option(), e.what());
   } catch (const c10::Error& e) {
     message = e.what_without_backtrace();  // TORCH_CHECK's text, not LibTorch's C++ backtrace
   } catch (const std::exception& e) {
@@ -84,6 +89,9 @@ class GuardedOptimizer final : public Optimizer {
   }
   void on_step_end(std::int64_t step) override {
     call_plugin(plugin_, "on_step_end", [&] { inner_->on_step_end(step); });
+  }
+  bool set_momentum(double momentum) override {
+    return call_plugin(plugin_, "set_momentum", [&] { return inner_->set_momentum(momentum); });
   }
 
  private:

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/types.h>
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
@@ -37,14 +38,21 @@ struct OptimizerContext {
   std::vector<NamedParameter> named_parameters;   ///< the same parameters, named, same order
   torch::nn::Module* module = nullptr;            ///< the model's module (owned by the model)
   std::int64_t total_steps = 0;  ///< steps the run will take (warm-up included), for schedules
+  /// Where the run trains. The parameters are there already, except when the
+  /// host builds the optimizer before any run to check its options (then
+  /// they are a CPU stand-in): decide device-dependent things (is there a
+  /// fused kernel?) from this, not from the parameters.
+  torch::Device device = torch::kCPU;
 };
 
 /// The context for the trainable parameters of `module` (what the host passes).
 inline OptimizerContext make_optimizer_context(torch::nn::Module& module,
-                                               std::int64_t total_steps) {
+                                               std::int64_t total_steps,
+                                               torch::Device device = torch::kCPU) {
   OptimizerContext context;
   context.module = &module;
   context.total_steps = total_steps;
+  context.device = device;
   // Owner of each parameter: named_modules() lists every submodule under the
   // prefix named_parameters() uses. include_self = false works for a module
   // that is not held by a shared_ptr.
@@ -99,6 +107,15 @@ inline ParameterSplit split_parameters(const std::vector<NamedParameter>& parame
 }
 
 /// An optimizer under test.
+///
+/// The host drives it: zero_grad(), backward, then step() on get(). Around
+/// that it may, by the experiment's choice, set each parameter group's
+/// learning rate before step() ([schedule]; a group's lr option at
+/// construction is its base), clip the gradients, and with precision =
+/// "amp_fp16" unscale the gradients of every parameter in get().param_groups()
+/// and skip step() when one is not finite. An optimizer whose parameter
+/// groups do not hold the parameters it was given (one that steps private
+/// copies) cannot be unscaled and is refused with amp_fp16.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -107,6 +124,15 @@ class Optimizer {
   /// Called after every optimizer step with the 0-based step index; update
   /// learning rates here. The default keeps them constant.
   virtual void on_step_end(std::int64_t step) { static_cast<void>(step); }
+  /// Sets the momentum a one-cycle schedule cycles with the learning rate
+  /// (SGD's and RMSprop's momentum, Adam's and Lion's beta1) in every
+  /// parameter group, as PyTorch's OneCycleLR does. Returns false, changing
+  /// nothing, when the optimizer has no such momentum (then a schedule with
+  /// cycle_momentum = true is refused before the run starts).
+  virtual bool set_momentum(double momentum) {
+    static_cast<void>(momentum);
+    return false;
+  }
 };
 
 }  // namespace runner

@@ -160,6 +160,9 @@ struct OptionSpec {
   std::vector<std::string> choices;        ///< allowed values of a string (or of each list item)
   std::size_t min_items = 0;               ///< lists: fewest items allowed
   std::optional<std::size_t> max_items;    ///< lists: most items allowed (empty: no limit)
+  /// An option added to a plugin after trials of it were recorded: a trial
+  /// that leaves it at its default keeps the identity (config hash) it had.
+  bool added_later = false;
 
   /// Inclusive range for numbers, integers, and each item of a list.
   OptionSpec& range(std::optional<double> lo, std::optional<double> hi) {
@@ -181,6 +184,12 @@ struct OptionSpec {
   OptionSpec& items(std::size_t fewest, std::size_t most) {
     min_items = fewest;
     max_items = most;
+    return *this;
+  }
+  /// Marks an option added in a later version of the plugin: trials that
+  /// leave it at its default keep their identity (see added_later).
+  OptionSpec& added_later_with_default() {
+    added_later = true;
     return *this;
   }
   /// Removes the default: the experiment must set this option.
@@ -447,6 +456,22 @@ void constrain(OptionSpec& spec) {
 }
 
 }  // namespace detail
+
+/// Thrown by a plugin's factory when the value of one of its options cannot
+/// work where the experiment runs (an `impl` whose kernel the device lacks, a
+/// setting this model does not support). The host reports it at the option's
+/// file:line:col, before any run starts when it builds the plugin then:
+///   throw runner::OptionError("impl", "this device has no fused Adam kernel");
+class OptionError : public std::invalid_argument {
+ public:
+  OptionError(std::string option, const std::string& message)
+      : std::invalid_argument(message), option_(std::move(option)) {}
+  /// The option's name, as declared.
+  [[nodiscard]] const std::string& option() const noexcept { return option_; }
+
+ private:
+  std::string option_;
+};
 
 /// Binds options to the fields of a struct `Opts`: each option is declared
 /// once (name, field, doc, constraints) and read back as a filled `Opts`.

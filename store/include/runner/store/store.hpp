@@ -32,7 +32,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -74,6 +74,11 @@ struct Sample {
   double wall_ns = -1;       ///< whole step / batch latency
   PhaseTimes phase_ns = no_phase_times();  ///< per phase (see phases.hpp); -1: does not apply
   double loss = std::numeric_limits<double>::quiet_NaN();  ///< NaN: none
+  // What the training recipe did at this step (NaN / -1: does not apply).
+  double lr = std::numeric_limits<double>::quiet_NaN();          ///< first parameter group's lr
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();   ///< global L2 norm before clipping
+  double loss_scale = std::numeric_limits<double>::quiet_NaN();  ///< amp_fp16: the scale this step used
+  int skipped = -1;  ///< amp_fp16: 1 when a non-finite gradient skipped the optimizer step, else 0
 
   /// The duration of one phase, ns (-1: does not apply).
   [[nodiscard]] double& phase(Phase p) { return phase_ns[phase_index(p)]; }

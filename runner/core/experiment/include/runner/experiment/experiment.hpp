@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,16 @@ struct PluginChoice {
   std::string plugin;       ///< plugin name
   Options options;          ///< validated, defaults filled
   SourceLocation where;     ///< location of the `plugin = ...` value
+  /// Location of each option the file writes (options left at their default are absent).
+  std::map<std::string, SourceLocation> option_where;
+  /// Options left out of the trial's identity: declared added_later and at their default.
+  std::vector<std::string> identity_omits;
+
+  /// Where option `name` is written, else where the plugin is named.
+  [[nodiscard]] const SourceLocation& where_of(const std::string& name) const {
+    const auto it = option_where.find(name);
+    return it == option_where.end() ? where : it->second;
+  }
 };
 
 /// [device]
@@ -40,6 +51,35 @@ struct DeviceSettings {
   std::string type = "cpu";       ///< "cpu" | "cuda" | "auto"
   std::int64_t threads = 0;       ///< intra-op threads; 0 = LibTorch default
   std::int64_t interop_threads = 0;  ///< inter-op threads; 0 = LibTorch default
+  // Math and algorithm settings; unset: LibTorch's default is left alone.
+  std::optional<bool> cudnn_benchmark;  ///< CUDA only: cuDNN picks convolution algorithms by timing
+  std::optional<bool> deterministic;    ///< torch.use_deterministic_algorithms
+  std::optional<bool> tf32_matmul;      ///< CUDA only: TF32 in cuBLAS matmuls
+  std::optional<bool> tf32_conv;        ///< CUDA only: TF32 in cuDNN convolutions
+  std::string float32_matmul_precision; ///< "highest" | "high" | "medium"; empty: unset
+
+  /// The CUDA-only settings this experiment sets ("device.cudnn_benchmark", ...).
+  [[nodiscard]] std::vector<std::string> cuda_only_keys() const;
+};
+
+/// [schedule]: the learning rate of every parameter group over the optimizer
+/// steps, as a factor of the group's own lr (PyTorch's lr_scheduler semantics).
+struct ScheduleSettings {
+  bool enabled = false;            ///< true when the experiment has a [schedule] section
+  std::string type = "constant";   ///< "constant" | "step" | "cosine" | "one_cycle"
+  std::int64_t warmup_steps = 0;   ///< linear warm-up steps before the schedule (LinearLR)
+  double warmup_start_factor = 1.0 / 3.0;  ///< lr factor at the first warm-up step, (0, 1]
+  std::int64_t step_size = 0;      ///< step: steps between decays (required by "step")
+  double gamma = 0.1;              ///< step: decay factor
+  double min_lr = 0.0;             ///< cosine: the lr it ends at (eta_min)
+  double pct_start = 0.3;          ///< one_cycle: fraction of steps rising
+  std::string anneal = "cos";      ///< one_cycle: "cos" | "linear"
+  double div_factor = 25.0;        ///< one_cycle: initial lr = lr / div_factor
+  double final_div_factor = 1e4;   ///< one_cycle: final lr = initial lr / final_div_factor
+  bool three_phase = false;        ///< one_cycle: a third phase down to the final lr
+  bool cycle_momentum = true;      ///< one_cycle: momentum (beta1) cycles against the lr
+  double base_momentum = 0.85;     ///< one_cycle: momentum at the lr's peak
+  double max_momentum = 0.95;      ///< one_cycle: momentum at the start and end
 };
 
 /// Host-level keys of [data] (the rest of the table are loader options).
@@ -51,6 +91,7 @@ struct DataSettings {
 
 /// Host-level keys of [model] (the rest of the table are model options).
 struct ModelSettings {
+  bool channels_last = false;       ///< NHWC parameters and inputs (image models)
   std::filesystem::path init_from;  ///< weights to start from (absolute); empty: the plugin's init
   std::string init_from_sha256;     ///< lowercase hex SHA-256 of that file, read at validation
   bool strict = true;               ///< false: names missing from / unknown to the model are skipped
@@ -60,6 +101,9 @@ struct ModelSettings {
 struct TrainSettings {
   std::int64_t steps = 100;       ///< measured steps, >= 1
   std::int64_t warmup = 10;       ///< warm-up steps before measurement, >= 0; -1: "auto"
+  std::string precision = "fp32"; ///< "fp32" | "bf16" | "amp_bf16" | "amp_fp16"
+  std::int64_t accumulate = 1;    ///< micro-batches per optimizer step, >= 1
+  double clip_grad_norm = 0.0;    ///< clip gradients to this global L2 norm; 0: no clipping
   /// Safetensors file written at the end of every run (absolute; empty: none).
   /// "{trial}" has become the trial's number; "{repeat}" stands for the
   /// repetition (0-based) and is replaced by save_path().
@@ -78,6 +122,7 @@ struct InferSettings {
   std::int64_t batches = 100;     ///< measured batches, >= 1
   std::int64_t warmup = 10;       ///< warm-up batches, >= 0; -1: "auto"
   std::string mode = "inference"; ///< "inference" (torch::InferenceMode) | "no_grad"
+  std::string precision = "fp32"; ///< "fp32" | "bf16" | "amp_bf16" | "amp_fp16"
 };
 
 /// [distributed]: data-parallel training over world_size local processes.
@@ -125,12 +170,25 @@ struct Experiment {
   DataSettings data_settings;
   std::optional<PluginChoice> optimizer;    ///< [optimizer]; required for train
   TrainSettings train;
+  ScheduleSettings schedule;                ///< [schedule] (train only)
   InferSettings infer;
   EvalSettings eval;                        ///< [eval]
   DistributedSettings distributed;          ///< [distributed] (train only)
   std::optional<PluginChoice> comm_hook;    ///< [comm_hook]; "allreduce" when distributed without one
   /// [plugins] path, each entry resolved against the folder of the file that writes it
   std::vector<std::filesystem::path> plugin_paths;
+  /// Where each host-level key the files write is ("train.precision" -> file:line:col),
+  /// for errors found after validation (before any run starts).
+  std::map<std::string, SourceLocation> key_where;
+
+  /// Where host key `dotted` is written, else the experiment file itself.
+  [[nodiscard]] SourceLocation where_of(const std::string& dotted) const;
+  /// The precision of the loop this experiment runs ([train] or [infer] precision).
+  [[nodiscard]] const std::string& precision() const {
+    return kind == RunKind::train ? train.precision : infer.precision;
+  }
+  /// Optimizer steps a run takes, warm-up included (auto warm-up: its most).
+  [[nodiscard]] std::int64_t total_train_steps() const;
 
   /// Canonical JSON of everything that defines the trial (sorted keys, no
   /// whitespace, no source text or path): equal configs give equal strings.
@@ -165,6 +223,7 @@ inline constexpr std::int64_t kMaxRuns = 1000000;
 inline constexpr std::int64_t kMaxRepeats = 10000;
 inline constexpr std::int64_t kMaxSteps = 1000000;            ///< steps, batches, warm-up
 inline constexpr std::int64_t kMaxBatchSize = 1 << 20;
+inline constexpr std::int64_t kMaxAccumulate = 4096;          ///< micro-batches per step
 inline constexpr std::int64_t kMaxThreads = 1024;
 inline constexpr std::int64_t kMaxWorldSize = 64;
 inline constexpr double kMaxRunTimeoutSeconds = 30.0 * 24 * 3600;        ///< 30 days

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "runner/common/error.hpp"
 #include "runner/experiment/catalog.hpp"
 
 namespace runner {
@@ -20,6 +21,28 @@ class CommHook;
 struct ModelContext;
 struct OptimizerContext;
 struct LoaderContext;
+
+/// What rethrow_plugin_error throws for a runner::OptionError: the plugin
+/// refused the value of one of its options. option() names it, so that a
+/// caller holding the experiment can point at its file:line:col; detail() is
+/// the plugin's own message.
+class PluginOptionError : public Error {
+ public:
+  PluginOptionError(const std::string& message, PluginKind kind, std::string option,
+                    std::string detail)
+      : Error(message, {}, ErrorKind::input),
+        kind_(kind),
+        option_(std::move(option)),
+        detail_(std::move(detail)) {}
+  [[nodiscard]] PluginKind plugin_kind() const { return kind_; }
+  [[nodiscard]] const std::string& option() const { return option_; }
+  [[nodiscard]] const std::string& detail() const { return detail_; }
+
+ private:
+  PluginKind kind_;
+  std::string option_;
+  std::string detail_;
+};
 
 /// Rethrows the exception in flight (call it inside a catch block) as
 /// runner::Error (run) naming the plugin and its library:
