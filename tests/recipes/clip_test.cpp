@@ -69,74 +69,46 @@ void expect_same(const torch::Tensor& actual, const torch::Tensor& expected,
       << expected;
 }
 
-class ClipParity : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (runner::test::oracle_missing("torch").empty()) all_ = new auto(reference());
+// Clips the case's gradients with runner and compares with PyTorch's.
+void check(const c10::Dict<c10::IValue, c10::IValue>& all, const std::string& name) {
+  SCOPED_TRACE(name);
+  const ClipCase c = read_case(all, name);
+  std::vector<torch::Tensor> parameters;
+  for (std::size_t i = 0; i < c.grads.size(); ++i) {
+    torch::Tensor p = torch::zeros(c.has_grad[i] ? c.grads[i].sizes() : torch::IntArrayRef{4},
+                                   torch::dtype(c.grads[i].scalar_type()))
+                          .requires_grad_();
+    if (c.has_grad[i]) p.mutable_grad() = c.grads[i].clone();
+    parameters.push_back(p);
   }
-  static void TearDownTestSuite() {
-    delete all_;
-    all_ = nullptr;
-  }
-  void SetUp() override {
-    RUNNER_REQUIRE_ORACLE("torch");
-    at::set_num_threads(1);
-  }
-
-  // Clips the case's gradients with runner and compares with PyTorch's.
-  static void check(const std::string& name) {
-    ASSERT_NE(all_, nullptr);
-    const ClipCase c = read_case(*all_, name);
-    std::vector<torch::Tensor> parameters;
-    for (std::size_t i = 0; i < c.grads.size(); ++i) {
-      torch::Tensor p = torch::zeros(c.has_grad[i] ? c.grads[i].sizes() : torch::IntArrayRef{4},
-                                     torch::dtype(c.grads[i].scalar_type()))
-                            .requires_grad_();
-      if (c.has_grad[i]) p.mutable_grad() = c.grads[i].clone();
-      parameters.push_back(p);
+  const torch::Tensor norm = clip_grad_norm(parameters, c.max_norm);
+  EXPECT_EQ(norm.dim(), 0);
+  expect_same(norm, c.norm, "norm");
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (!c.has_grad[i]) {
+      EXPECT_FALSE(parameters[i].grad().defined()) << "parameter " << i;
+      continue;
     }
-    const torch::Tensor norm = clip_grad_norm(parameters, c.max_norm);
-    EXPECT_EQ(norm.dim(), 0);
-    expect_same(norm, c.norm, name + ": norm");
-    for (std::size_t i = 0; i < parameters.size(); ++i) {
-      if (!c.has_grad[i]) {
-        EXPECT_FALSE(parameters[i].grad().defined()) << name << ": parameter " << i;
-        continue;
-      }
-      expect_same(parameters[i].grad(), c.clipped[i], name + ": gradient " + std::to_string(i));
-    }
+    expect_same(parameters[i].grad(), c.clipped[i], "gradient " + std::to_string(i));
   }
-
-  static c10::Dict<c10::IValue, c10::IValue>* all_;
-};
-
-c10::Dict<c10::IValue, c10::IValue>* ClipParity::all_ = nullptr;
-
-TEST_F(ClipParity, UnderMaxNormTheGradientsKeepTheirValues) {
-  check("under");
-  const ClipCase c = read_case(*all_, "under");
-  EXPECT_LT(c.norm.item<double>(), c.max_norm);  // the case is what it claims
 }
 
-TEST_F(ClipParity, OverMaxNormTheGradientsAreScaledToIt) {
-  check("over");
-  const ClipCase c = read_case(*all_, "over");
-  EXPECT_GT(c.norm.item<double>(), c.max_norm);
+// One oracle run for every case: starting Python is most of the test's time.
+TEST(ClipParity, NormAndGradientsMatchClipGradNormInEveryCase) {
+  RUNNER_REQUIRE_ORACLE("torch");
+  at::set_num_threads(1);
+  const auto all = reference();
+  // Each case is what it claims to be.
+  EXPECT_LT(read_case(all, "under").norm.item<double>(), read_case(all, "under").max_norm);
+  EXPECT_GT(read_case(all, "over").norm.item<double>(), read_case(all, "over").max_norm);
+  EXPECT_TRUE(std::isinf(read_case(all, "inf").norm.item<double>()));
+  EXPECT_TRUE(std::isnan(read_case(all, "nan").norm.item<double>()));
+  EXPECT_EQ(read_case(all, "none").norm.item<double>(), 0.0);
+  // under, over: finite norms below and above max_norm; inf, nan: one
+  // non-finite gradient; mixed: float32 and bfloat16 gradients and a
+  // parameter without one; none: no gradients at all.
+  for (const std::string name : {"under", "over", "inf", "nan", "mixed", "none"}) check(all, name);
 }
-
-TEST_F(ClipParity, AnInfGradientGivesAnInfNormAsInPyTorch) {
-  check("inf");
-  EXPECT_TRUE(std::isinf(read_case(*all_, "inf").norm.item<double>()));
-}
-
-TEST_F(ClipParity, ANanGradientGivesANanNormAsInPyTorch) {
-  check("nan");
-  EXPECT_TRUE(std::isnan(read_case(*all_, "nan").norm.item<double>()));
-}
-
-TEST_F(ClipParity, MixedDtypesAndParametersWithoutGradients) { check("mixed"); }
-
-TEST_F(ClipParity, NoGradientsAtAllGiveANormOfZero) { check("none"); }
 
 TEST(Clip, TheNormIsTheL2NormOfAllGradientsTogether) {
   torch::Tensor a = torch::zeros({2}).requires_grad_();
