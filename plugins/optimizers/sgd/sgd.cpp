@@ -1,9 +1,12 @@
-// Optimizer `sgd`: LibTorch's SGD with momentum, Nesterov and weight decay.
+// Optimizer `sgd`: LibTorch's SGD with momentum, Nesterov and weight decay
+// (the same sequence of operations as PyTorch's _single_tensor_sgd).
 #include <torch/optim/sgd.h>
 
 #include <runner/sdk.hpp>
 
 #include <stdexcept>
+
+#include "../common/recipe.hpp"
 
 namespace {
 
@@ -12,6 +15,7 @@ struct SgdOptions {
   double momentum = 0.0;
   bool nesterov = false;
   double weight_decay = 0.0;
+  std::vector<std::string> no_decay{};
 };
 
 class Sgd final : public runner::Optimizer {
@@ -22,10 +26,25 @@ class Sgd final : public runner::Optimizer {
       throw std::invalid_argument("nesterov = true needs momentum > 0");
     torch::optim::SGDOptions sgd_options(o.lr);
     sgd_options.momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay);
-    optimizer_ = std::make_unique<torch::optim::SGD>(context.parameters, sgd_options);
+    if (o.no_decay.empty()) {
+      optimizer_ = std::make_unique<torch::optim::SGD>(context.parameters, sgd_options);
+    } else {
+      const auto groups = runner::optim::decay_groups(context, o.no_decay, sgd_options);
+      optimizer_ = std::make_unique<torch::optim::SGD>(groups, sgd_options);
+      runner::optim::keep_group_options(*optimizer_, groups);
+    }
   }
 
   torch::optim::Optimizer& get() override { return *optimizer_; }
+
+  // PyTorch's OneCycleLR cycles SGD's momentum whatever it was built with;
+  // LibTorch's SGD, like PyTorch's, makes the buffer at the first step that
+  // uses it.
+  bool set_momentum(double momentum) override {
+    for (auto& group : optimizer_->param_groups())
+      static_cast<torch::optim::SGDOptions&>(group.options()).momentum(momentum);
+    return true;
+  }
 
  private:
   std::unique_ptr<torch::optim::SGD> optimizer_;
@@ -37,6 +56,12 @@ void register_plugins(runner::Registrar& registrar) {
   options.field("momentum", &SgdOptions::momentum, "momentum factor").range(0.0, 1.0);
   options.field("nesterov", &SgdOptions::nesterov, "Nesterov momentum (needs momentum > 0)");
   options.field("weight_decay", &SgdOptions::weight_decay, "L2 penalty").range(0.0, std::nullopt);
+  // Added after sgd trials were recorded: trials without it keep their identity.
+  options
+      .field("no_decay", &SgdOptions::no_decay,
+             "name or module-type patterns of parameters without weight decay, e.g. "
+             "[\"bias\", \"norm\"]")
+      .added_later_with_default();
   registrar.add_optimizer("sgd", "stochastic gradient descent (torch::optim::SGD)", options,
                           [](const SgdOptions& o, const runner::OptimizerContext& ctx) {
                             return std::make_unique<Sgd>(o, ctx);

@@ -1,0 +1,168 @@
+// What the built-in optimizer plugins share: the `impl` choice, parameter
+// groups for `no_decay`, per-parameter state, the bucketing of tensors by
+// device and dtype that PyTorch's multi-tensor and fused paths do, and the
+// runner::Optimizer that owns a LibTorch optimizer.
+//
+// Header only, included by each plugin's one .cpp; everything here is built
+// into each plugin library separately (hidden visibility), so plugins never
+// share state.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <runner/sdk.hpp>
+
+namespace runner::optim {
+
+/// How an optimizer applies its update, as PyTorch names the three paths.
+enum class Impl {
+  loop,     ///< one parameter at a time (PyTorch's _single_tensor_*; its CPU default)
+  foreach,  ///< one at::_foreach_* call per step of the algorithm (_multi_tensor_*)
+  fused,    ///< one fused ATen kernel for the whole update (_fused_*)
+};
+
+/// The Impl an `impl` option names (the schema's one_of has checked the spelling).
+inline Impl parse_impl(const std::string& impl) {
+  if (impl == "foreach") return Impl::foreach;
+  if (impl == "fused") return Impl::fused;
+  return Impl::loop;
+}
+
+/// Refuses a pair of decay rates PyTorch refuses: each must be in [0, 1) (the
+/// schema's inclusive range already checked [0, 1]).
+inline void check_betas(const std::array<double, 2>& betas, const char* option = "betas") {
+  if (betas[0] < 1.0 && betas[1] < 1.0) return;
+  throw runner::OptionError(option, std::string(option) + " must each be below 1, found " +
+                                        runner::to_string(runner::OptionValue{std::vector<double>{
+                                            betas[0], betas[1]}}));
+}
+
+/// The parameter groups of a recipe with `no_decay` patterns: every parameter
+/// in one group with `options` when `no_decay` is empty; otherwise those
+/// matching no pattern with `options`, then those matching one with weight
+/// decay 0 (runner::split_parameters). Empty groups are left out.
+template <typename GroupOptions>
+std::vector<torch::optim::OptimizerParamGroup> decay_groups(
+    const runner::OptimizerContext& context, const std::vector<std::string>& no_decay,
+    const GroupOptions& options) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (no_decay.empty()) {
+    groups.emplace_back(context.parameters, std::make_unique<GroupOptions>(options));
+    return groups;
+  }
+  const runner::ParameterSplit split = runner::split_parameters(context.named_parameters, no_decay);
+  if (!split.decay.empty())
+    groups.emplace_back(split.decay, std::make_unique<GroupOptions>(options));
+  if (!split.no_decay.empty()) {
+    auto exempt = std::make_unique<GroupOptions>(options);
+    exempt->weight_decay(0.0);
+    groups.emplace_back(split.no_decay, std::move(exempt));
+  }
+  return groups;
+}
+
+/// Gives every group of `optimizer` exactly the options it was built with.
+/// torch::optim::Optimizer::add_param_group merges a group's options with the
+/// optimizer's defaults: for the types it knows (AdamOptions, SGDOptions, ...)
+/// a field equal to the type's constructor default takes the optimizer's
+/// default (a no_decay group's weight decay 0 would become the decay group's),
+/// and a type it does not know (LionOptions) is replaced by the defaults
+/// wholesale. Call it in the constructor, after the base class has added `groups`.
+inline void keep_group_options(torch::optim::Optimizer& optimizer,
+                               const std::vector<torch::optim::OptimizerParamGroup>& groups) {
+  auto& added = optimizer.param_groups();
+  TORCH_INTERNAL_ASSERT(added.size() == groups.size());
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    added[i].set_options(groups[i].options().clone());
+}
+
+/// The state of parameter `p` in a LibTorch optimizer's state map, made by
+/// `make()` the first time (PyTorch makes it at the parameter's first step).
+template <typename State, typename Make>
+State& state_of(ska::flat_hash_map<void*, std::unique_ptr<torch::optim::OptimizerParamState>>& states,
+                const torch::Tensor& p, Make&& make) {
+  auto& slot = states[p.unsafeGetTensorImpl()];
+  if (!slot) slot = std::forward<Make>(make)();
+  return static_cast<State&>(*slot);
+}
+
+/// Per-step lists of one parameter group split by device and dtype, in the
+/// order parameters first appear: one multi-tensor or fused ATen call takes
+/// tensors of one device and dtype, as PyTorch's
+/// Optimizer._group_tensors_by_device_and_dtype arranges them.
+template <typename Lists>
+class Buckets {
+ public:
+  /// The lists parameter `p` belongs to.
+  Lists& of(const torch::Tensor& p) {
+    const Key key{static_cast<int>(p.device().type()), p.device().index(),
+                  static_cast<int>(p.scalar_type())};
+    for (auto& [k, lists] : buckets_)
+      if (k == key) return lists;
+    return buckets_.emplace_back(key, Lists{}).second;
+  }
+  auto begin() { return buckets_.begin(); }
+  auto end() { return buckets_.end(); }
+
+ private:
+  using Key = std::tuple<int, int, int>;
+  std::vector<std::pair<Key, Lists>> buckets_;
+};
+
+/// A step as LibTorch's optimizers take one: the closure (if any) with
+/// gradients on, the update without.
+template <typename Update>
+torch::Tensor run_step(const torch::optim::Optimizer::LossClosure& closure, Update&& update) {
+  torch::Tensor loss;
+  if (closure) {
+    torch::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  torch::NoGradGuard no_grad;
+  std::forward<Update>(update)();
+  return loss;
+}
+
+/// The gradient the update reads, refusing sparse ones (none of these
+/// optimizers has a sparse path; PyTorch's refuse them too, except Adagrad's).
+inline const torch::Tensor& dense_grad(const torch::Tensor& p, const char* optimizer) {
+  const torch::Tensor& grad = p.grad();
+  TORCH_CHECK(!grad.is_sparse(), optimizer,
+              " does not support sparse gradients; make the model's embeddings dense "
+              "(sparse = false)");
+  return grad;
+}
+
+/// The runner::Optimizer that owns a LibTorch optimizer `T`. When
+/// `HasMomentum`, set_momentum forwards to T::set_momentum (which sets the
+/// momentum or beta1 of every group) and returns true.
+template <typename T, bool HasMomentum>
+class Owned final : public runner::Optimizer {
+ public:
+  explicit Owned(std::unique_ptr<T> optimizer) : optimizer_(std::move(optimizer)) {}
+  torch::optim::Optimizer& get() override { return *optimizer_; }
+  bool set_momentum(double momentum) override {
+    if constexpr (HasMomentum) {
+      optimizer_->set_momentum(momentum);
+      return true;
+    } else {
+      static_cast<void>(momentum);
+      return false;
+    }
+  }
+
+ private:
+  std::unique_ptr<T> optimizer_;
+};
+
+}  // namespace runner::optim
