@@ -143,7 +143,7 @@ TEST_F(EvaluationTest, SavedWeightsStartAnotherRunWhereTheFirstEnded) {
   infer.infer.batches = 3;
   infer.infer.warmup = 1;
   infer.eval.enabled = true;
-  runner::check_initial_weights(infer, host_);
+  runner::check_before_runs(infer, host_, "cpu");
   const runner::RunOutcome second = run(infer);
   ASSERT_EQ(second.status, runner::store::RunStatus::finished) << second.error;
   ASSERT_EQ(second.files.size(), 1u);
@@ -162,14 +162,14 @@ TEST_F(EvaluationTest, WeightsThatDoNotFitAreRefusedBeforeTheRunAndFailItIfTheyC
   ASSERT_EQ(run(small).status, runner::store::RunStatus::finished);
   const fs::path file = tmp_.path() / "small.safetensors";
   const runner::Experiment wide = starting_from(mlp(32), file);
-  EXPECT_THROW_MSG(runner::check_initial_weights(wide, host_), runner::Error,
+  EXPECT_THROW_MSG(runner::check_before_runs(wide, host_, "cpu"), runner::Error,
                    "the weights in '" + file.string() +
                        "' do not match the model: wrong shape: net.0.bias [16] in the file, [32] "
                        "in the model, net.0.weight [16, 16] in the file, [32, 16] in the model, "
                        "net.2.weight [4, 16] in the file, [4, 32] in the model");
   // A file replaced after validation is not the trial's file any more.
   runner::Experiment same = starting_from(mlp(16), file);
-  runner::check_initial_weights(same, host_);
+  runner::check_before_runs(same, host_, "cpu");
   std::ofstream(file, std::ios::binary | std::ios::app) << "x";
   const runner::RunOutcome o = run(same);
   EXPECT_EQ(o.status, runner::store::RunStatus::failed);

@@ -94,13 +94,14 @@ TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
   host.load(kBuiltins);
   EXPECT_EQ(host.names(runner::PluginKind::model),
             (std::vector<std::string>{"convnet", "mlp", "resnet", "transformer_lm", "vit"}));
-  EXPECT_EQ(host.names(runner::PluginKind::optimizer), std::vector<std::string>{"sgd"});
+  EXPECT_EQ(host.names(runner::PluginKind::optimizer),
+            (std::vector<std::string>{"adagrad", "adam", "adamw", "lion", "rmsprop", "sgd"}));
   EXPECT_EQ(host.names(runner::PluginKind::loader),
             (std::vector<std::string>{"synthetic", "synthetic_tokens"}));
   EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
             (std::vector<std::string>{"allreduce", "compressed_allreduce"}));
   EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());
-  ASSERT_EQ(host.libraries().size(), 9u);
+  ASSERT_EQ(host.libraries().size(), 14u);
   const runner::PluginDescriptor* mlp = host.find(runner::PluginKind::model, "mlp");
   ASSERT_NE(mlp, nullptr);
   ASSERT_NE(mlp->schema.find("hidden"), nullptr);

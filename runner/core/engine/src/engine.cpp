@@ -1,15 +1,16 @@
 #include "runner/engine/engine.hpp"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 #include <torch/types.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #ifdef RUNNER_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -28,6 +29,8 @@
 #include <numeric>
 
 #include "evaluation.hpp"
+#include "recipe.hpp"
+#include "runner/recipes/memory.hpp"
 #include "runner/process/isolation.hpp"
 #include "runner/engine/phase_clock.hpp"
 #include "runner/engine/process_group.hpp"
@@ -72,6 +75,11 @@ class BatchSource {
                                               world_size);
   }
   BatchSource(Batch fixed, torch::Device device) : fixed_(std::move(fixed)), device_(device) {}
+
+  /// True when batches come from the loader (a fixed batch is prepared once).
+  [[nodiscard]] bool from_loader() const { return loader_ != nullptr; }
+  /// The fixed batch, to prepare it once for the recipe.
+  Batch& fixed() { return fixed_; }
 
   /// The next batch, on the host (the loader's work: the data phase).
   Batch next() {
@@ -129,7 +137,40 @@ struct Workload {
   std::optional<store::RunFile> init_file;
   std::vector<std::string> skipped;
   std::unique_ptr<Evaluator> evaluator;  // [eval], rank 0
+  std::unique_ptr<Recipe> recipe;        // precision, memory format, schedule, clipping
+  std::int64_t accumulate = 1;           // micro-batches per optimizer step
 };
+
+// The experiment's section that configures plugins of `kind`.
+const char* section_of(PluginKind kind) {
+  switch (kind) {
+    case PluginKind::model: return "model";
+    case PluginKind::optimizer: return "optimizer";
+    case PluginKind::loader: return "data";
+    case PluginKind::comm_hook: return "comm_hook";
+    case PluginKind::kernel: break;
+  }
+  return "kernel";
+}
+
+// A plugin that refuses one of its options (runner::OptionError) is
+// reported where the experiment writes that option.
+[[noreturn]] void rethrow_at_option(const PluginOptionError& e, const PluginChoice& choice) {
+  const std::string section = section_of(e.plugin_kind());
+  throw Error(choice.where_of(e.option()),
+              "'" + section + "." + e.option() + "' of " + section + " plugin '" + choice.plugin +
+                  "': " + e.detail(),
+              "run 'runner plugins describe " + choice.plugin + "' to see its options");
+}
+
+std::unique_ptr<Optimizer> make_optimizer_for(const Experiment& exp, const PluginHost& host,
+                                              const OptimizerContext& context) {
+  try {
+    return host.make_optimizer(exp.optimizer->plugin, exp.optimizer->options, context);
+  } catch (const PluginOptionError& e) {
+    rethrow_at_option(e, *exp.optimizer);
+  }
+}
 
 void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint64_t seed,
            torch::Device device, const RankInfo& rank) {
@@ -148,26 +189,33 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
     model_context.input_shape = spec.input_shape;
     model_context.num_classes = spec.num_classes;
   }
+  w.recipe = std::make_unique<Recipe>(exp, device);
+  if (w.loader) w.recipe->check_input_shape(model_context.input_shape);
   w.model = host.make_model(exp.model.plugin, exp.model.options, model_context);
   if (!exp.model_settings.init_from.empty())  // on the CPU, before the move
     w.init_file = load_initial_weights(exp, *w.model, w.skipped);
   w.model->module().to(device);
+  w.recipe->prepare_model(w.model->module());
   w.batch_size = exp.data_settings.batch_size;
   if (w.loader) {
     w.batches = std::make_unique<BatchSource>(w.loader.get(), exp.data_settings, seed, device,
                                               rank.rank(), rank.world_size());
   } else {
-    w.batches = std::make_unique<BatchSource>(
-        w.model->example_batch(exp.data_settings.batch_size, device), device);
+    Batch example = w.model->example_batch(exp.data_settings.batch_size, device);
+    if (example.inputs.defined() && example.inputs.dim() >= 1) {
+      const auto sizes = example.inputs.sizes();
+      w.recipe->check_input_shape(std::vector<std::int64_t>(sizes.begin() + 1, sizes.end()));
+    }
+    w.recipe->prepare_batch(example);
+    w.batches = std::make_unique<BatchSource>(std::move(example), device);
   }
   if (exp.kind == RunKind::train) {
-    const OptimizerContext optimizer_context = make_optimizer_context(
-        w.model->module(),
-        exp.train.steps + (exp.train.warmup < 0 ? WarmupDetector::for_steps(exp.train.steps).max_steps()
-                                                : exp.train.warmup));
-    w.optimizer = host.make_optimizer(exp.optimizer->plugin, exp.optimizer->options,
-                                      optimizer_context);
+    w.accumulate = exp.train.accumulate;
+    const OptimizerContext optimizer_context =
+        make_optimizer_context(w.model->module(), exp.total_train_steps(), device);
+    w.optimizer = make_optimizer_for(exp, host, optimizer_context);
     w.optimizer_plugin = host.find(PluginKind::optimizer, exp.optimizer->plugin);
+    w.recipe->attach(*w.optimizer, optimizer_context.parameters);
   }
   if (rank.rendezvous != nullptr) {
     // Every rank starts from rank 0's parameters, as DDP does.
@@ -217,59 +265,97 @@ void add_throughput(RunOutcome& out, std::int64_t batch_size) {
         {"samples_per_s", static_cast<double>(measured * batch_size) / (wall_ns * 1e-9), "1/s"});
 }
 
-// The data and host-to-device phases of a step.
+// The data and host-to-device phases of a step. The recipe's conversion of
+// the inputs (dtype, memory format) happens on the device, in the last phase.
 Batch next_batch(Workload& w, PhaseClock& clock) {
   Batch batch = w.batches->next();
-  clock.end_phase(Phase::data);
-  if (w.batches->needs_copy()) {
-    w.batches->copy_to_device(batch);
-    clock.end_phase(Phase::h2d);
+  if (!w.batches->needs_copy()) {
+    if (w.batches->from_loader()) w.recipe->prepare_batch(batch);
+    clock.end_phase(Phase::data);
+    return batch;
   }
+  clock.end_phase(Phase::data);
+  w.batches->copy_to_device(batch);
+  w.recipe->prepare_batch(batch);
+  clock.end_phase(Phase::h2d);
   return batch;
 }
 
-// One training step, the same on every rank: data, forward, backward, the
-// gradient reduction of a data-parallel run (comm), optimizer.
+// One training step, the same on every rank: per micro-batch data, forward
+// and backward (the phases sum over the micro-batches); the gradient
+// reduction of a data-parallel run once, after the last micro-batch (DDP's
+// no_sync on the others); then the recipe (unscale, clip, lr) and the
+// optimizer. Returns the step's loss: the mean over its micro-batches.
 torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
-  const Batch batch = next_batch(w, clock);
-  const torch::Tensor output = w.model->forward(batch);
-  torch::Tensor loss = w.model->loss(output, batch);
-  clock.end_phase(Phase::forward);
   torch::optim::Optimizer& optimizer = w.optimizer->get();
-  call_plugin(*w.optimizer_plugin, "zero_grad", [&] { optimizer.zero_grad(); });
-  loss.backward();
-  clock.end_phase(Phase::backward);
+  torch::Tensor step_loss;
+  for (std::int64_t micro = 0; micro < w.accumulate; ++micro) {
+    const Batch batch = next_batch(w, clock);
+    torch::Tensor loss;
+    {
+      const auto autocast = w.recipe->autocast();
+      const torch::Tensor output = w.model->forward(batch);
+      loss = w.model->loss(output, batch);
+    }
+    if (w.accumulate > 1) loss = loss / static_cast<double>(w.accumulate);
+    clock.end_phase(Phase::forward);
+    if (micro == 0) call_plugin(*w.optimizer_plugin, "zero_grad", [&] { optimizer.zero_grad(); });
+    w.recipe->loss_for_backward(loss).backward();
+    clock.end_phase(Phase::backward);
+    step_loss = micro == 0 ? loss.detach() : step_loss + loss.detach();
+  }
   if (w.reducer) {
     w.comm_bytes = w.reducer->reduce();
     clock.end_phase(Phase::comm);
   }
-  call_plugin(*w.optimizer_plugin, "step", [&] { optimizer.step(); });
+  if (w.recipe->before_step(step))
+    call_plugin(*w.optimizer_plugin, "step", [&] { optimizer.step(); });
+  w.recipe->after_step();
   w.optimizer->on_step_end(step);
   clock.end_phase(Phase::optimizer);
-  return loss;  // its graph is freed by backward; read with item() after the step's clock stops
+  return step_loss;  // read with item() after the step's clock stops
 }
 
 // A held-out evaluation after `steps` steps; the last one's values are also
 // the run's eval_* metrics.
 void evaluate(Workload& w, std::int64_t steps, RunOutcome& out) {
-  const auto means = w.evaluator->evaluate(*w.model, steps, out.evaluations);
+  const auto means = w.evaluator->evaluate(*w.model, *w.recipe, steps, out.evaluations);
   out.metrics.erase(std::remove_if(out.metrics.begin(), out.metrics.end(),
                                    [](const store::Metric& m) { return m.name.starts_with("eval_"); }),
                     out.metrics.end());
   for (const auto& [metric, value] : means) out.metrics.push_back({"eval_" + metric, value, ""});
 }
 
+// Per run, from the per-step records: the distribution of the gradient norm
+// (clipping), and under amp_fp16 the skipped steps and the last loss scale.
+void add_recipe_metrics(RunOutcome& out, const Recipe& recipe) {
+  std::vector<double> norms;
+  std::int64_t skipped = 0;
+  double last_scale = std::nan("");
+  for (const auto& s : out.samples) {
+    if (!s.warmup && !std::isnan(s.grad_norm)) norms.push_back(s.grad_norm);
+    if (s.skipped == 1) ++skipped;
+    if (!std::isnan(s.loss_scale)) last_scale = s.loss_scale;
+  }
+  if (!norms.empty()) out.summaries.push_back(store::summarize("grad_norm", "", std::move(norms)));
+  if (recipe.scales_loss()) {
+    out.metrics.push_back({"skipped_steps", static_cast<double>(skipped), "count"});
+    if (!std::isnan(last_scale)) out.metrics.push_back({"loss_scale_final", last_scale, ""});
+  }
+}
+
 void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
   const Experiment& exp = *request.experiment;
   w.model->module().train();
   std::int64_t evaluated_at = -1;
-  std::function<void(std::int64_t)> after_step;
-  if (w.evaluator && exp.eval.every > 0)
-    after_step = [&](std::int64_t done) {
-      if (done % exp.eval.every != 0) return;
-      evaluate(w, done, out);
-      evaluated_at = done;
-    };
+  // After each recorded step, outside its timing: what the recipe did (a
+  // read of the device), then a held-out evaluation when one is due.
+  const std::function<void(std::int64_t)> after_step = [&](std::int64_t done) {
+    if (!out.samples.empty()) w.recipe->record(out.samples.back());
+    if (!w.evaluator || exp.eval.every <= 0 || done % exp.eval.every != 0) return;
+    evaluate(w, done, out);
+    evaluated_at = done;
+  };
   const std::int64_t done =
       run_steps(request, clock, exp.train.warmup, exp.train.steps,
                 [&](std::int64_t step) { return train_step(w, clock, step); }, out, after_step);
@@ -278,6 +364,7 @@ void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   // interrupted run as well: it may have trained for hours.
   const bool finished = out.status == store::RunStatus::finished;
   if (w.evaluator && finished && done > 0 && evaluated_at != done) evaluate(w, done, out);
+  add_recipe_metrics(out, *w.recipe);
   if (!exp.train.save_to.empty() && (finished || out.status == store::RunStatus::interrupted))
     out.files.push_back(save_weights(exp.save_path(request.repeat_index), exp, *w.model,
                                      request.repeat_index, done));
@@ -297,6 +384,7 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   run_steps(request, clock, exp.infer.warmup, exp.infer.batches,
             [&](std::int64_t) {
               const Batch batch = next_batch(w, clock);
+              const auto autocast = w.recipe->autocast();
               (void)w.model->forward(batch);
               clock.end_phase(Phase::forward);
               return torch::Tensor();
@@ -320,10 +408,23 @@ std::string resolve_device(const std::string& type) {
 }
 
 void configure_runtime(const Experiment& experiment) {
-  if (experiment.device.threads > 0)
-    at::set_num_threads(static_cast<int>(experiment.device.threads));
-  if (experiment.device.interop_threads > 0)
-    at::set_num_interop_threads(static_cast<int>(experiment.device.interop_threads));
+  // Before the first tensor: every CPU storage of the run is then counted.
+  recipes::cpu_memory::install();
+  const DeviceSettings& d = experiment.device;
+  if (d.threads > 0) at::set_num_threads(static_cast<int>(d.threads));
+  if (d.interop_threads > 0) at::set_num_interop_threads(static_cast<int>(d.interop_threads));
+  at::Context& context = at::globalContext();
+  if (d.cudnn_benchmark) context.setBenchmarkCuDNN(*d.cudnn_benchmark);
+  if (d.deterministic) {
+    // Deterministic cuBLAS needs a fixed workspace (CUDA's documented
+    // setting), read when cuBLAS starts: set it unless the user did.
+    if (*d.deterministic) ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    context.setDeterministicAlgorithms(*d.deterministic, /*warn_only=*/false);
+  }
+  if (d.tf32_matmul) context.setAllowTF32CuBLAS(*d.tf32_matmul);
+  if (d.tf32_conv) context.setAllowTF32CuDNN(*d.tf32_conv);
+  if (!d.float32_matmul_precision.empty())
+    context.setFloat32MatmulPrecision(d.float32_matmul_precision);
 }
 
 double measure_peak_flop_per_s(const std::string& device_name) {
@@ -373,11 +474,18 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
   RunOutcome out;
   out.status = store::RunStatus::finished;
   const auto run_start = Clock::now();
+  // Peak memory from here on: the model, its optimizer state, activations.
+  if (recipes::cpu_memory::installed()) recipes::cpu_memory::reset_peak();
+  std::optional<int> cuda_index;
   try {
     const std::uint64_t seed = run_seed(exp, request.repeat_index);
     torch::manual_seed(seed);
     const std::string device_name = resolve_device(exp.device.type);
     const torch::Device device = rank_device(device_name, rank);
+    if (device.is_cuda()) {
+      cuda_index = device.index() < 0 ? 0 : device.index();
+      recipes::cuda_memory::reset_peak(*cuda_index);
+    }
     Workload w;
     w.companions = rank.companions;
     build(w, exp, *request.host, seed, device, rank);
@@ -400,7 +508,7 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
       summarize(out, "latency");
     }
     const std::int64_t world = rank.world_size();
-    add_throughput(out, w.batch_size * world);
+    add_throughput(out, w.batch_size * w.accumulate * world);  // every micro-batch's samples
     if (w.reducer) {
       out.metrics.push_back({"world_size", static_cast<double>(world), "count"});
       out.metrics.push_back(
@@ -421,17 +529,6 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
       if (request.peak_flop_per_s && *request.peak_flop_per_s > 0)
         out.metrics.push_back({"fraction_of_peak", achieved / *request.peak_flop_per_s, ""});
     }
-#ifdef RUNNER_WITH_CUDA
-    if (device.is_cuda()) {
-      const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
-      out.metrics.push_back(
-          {"peak_cuda_allocated_bytes",
-           static_cast<double>(stats.allocated_bytes[static_cast<std::size_t>(
-                                                        c10::CachingAllocator::StatType::AGGREGATE)]
-                                   .peak),
-           "B"});
-    }
-#endif
   } catch (const Error& e) {
     out.status = store::RunStatus::failed;
     out.error = e.what();
@@ -440,6 +537,15 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
     out.error = message_of(e);
   }
   out.metrics.push_back({"peak_rss_bytes", peak_rss_bytes(), "B"});
+  // Live tensor bytes at their highest during the run, per device (see
+  // runner/recipes/memory.hpp for what is counted).
+  if (recipes::cpu_memory::installed())
+    out.metrics.push_back({"peak_cpu_alloc_bytes",
+                           static_cast<double>(recipes::cpu_memory::peak_bytes()), "B"});
+  if (cuda_index)
+    out.metrics.push_back({"peak_cuda_allocated_bytes",
+                           static_cast<double>(recipes::cuda_memory::peak_bytes(*cuda_index)),
+                           "B"});
   out.metrics.push_back({"run_s", seconds_between(run_start, Clock::now()), "s"});
   return out;
 }
@@ -525,10 +631,33 @@ RunOutcome run_distributed(const RunRequest& request) {
 
 }  // namespace
 
-void check_initial_weights(const Experiment& experiment, const PluginHost& host) {
-  Workload w;
-  const RankInfo rank;
-  build(w, experiment, host, run_seed(experiment, 0), torch::kCPU, rank);
+void check_before_runs(const Experiment& experiment, const PluginHost& host,
+                       const std::string& device) {
+  const torch::Device run_device(device);
+  if (!experiment.model_settings.init_from.empty()) {
+    // The whole workload, on the CPU: the weights load into the real model.
+    Workload w;
+    const RankInfo rank;
+    build(w, experiment, host, run_seed(experiment, 0), torch::kCPU, rank);
+  }
+  Recipe recipe(experiment, run_device);
+  if (experiment.data && experiment.model_settings.channels_last) {
+    LoaderContext context;
+    context.seed = run_seed(experiment, 0);
+    recipe.check_input_shape(
+        host.make_loader(experiment.data->plugin, experiment.data->options, context)
+            ->spec()
+            .input_shape);
+  }
+  if (experiment.kind != RunKind::train) return;
+  // The optimizer's view of the run: the run's device and steps, over a
+  // stand-in module in the run's dtype (the model is not built for this).
+  torch::nn::Linear stand_in(2, 2);
+  recipe.prepare_model(*stand_in);
+  const OptimizerContext context =
+      make_optimizer_context(*stand_in, experiment.total_train_steps(), run_device);
+  const std::unique_ptr<Optimizer> optimizer = make_optimizer_for(experiment, host, context);
+  recipe.attach(*optimizer, context.parameters);
 }
 
 RunOutcome execute_run(const RunRequest& request) {

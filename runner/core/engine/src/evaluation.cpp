@@ -1,5 +1,7 @@
 #include "evaluation.hpp"
 
+#include "recipe.hpp"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -36,7 +38,8 @@ Evaluator::Evaluator(const Experiment& experiment, const PluginHost& host, std::
 
 Evaluator::~Evaluator() = default;
 
-std::map<std::string, double> Evaluator::evaluate(Model& model, std::int64_t step,
+std::map<std::string, double> Evaluator::evaluate(Model& model, const Recipe& recipe,
+                                                  std::int64_t step,
                                                   std::vector<store::Evaluation>& out) {
   torch::nn::Module& module = model.module();
   const bool was_training = module.is_training();
@@ -51,6 +54,8 @@ std::map<std::string, double> Evaluator::evaluate(Model& model, std::int64_t ste
         batch.inputs = batch.inputs.to(device_);
         if (batch.targets.defined()) batch.targets = batch.targets.to(device_);
       }
+      recipe.prepare_batch(batch);
+      const auto autocast = recipe.autocast();
       const EvalTally tally = model.evaluate(model.forward(batch), batch);
       for (const auto& [metric, sum] : tally.sums) sums[metric] += sum;
       count += tally.count;

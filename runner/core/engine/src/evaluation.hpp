@@ -17,6 +17,8 @@
 
 namespace runner {
 
+class Recipe;
+
 /// Evaluates a model on the first `batches` batches of the loader's eval
 /// split, in order (the same samples every time), under no-grad with the
 /// module in eval mode (then restored to the mode it was in). The mean of
@@ -34,7 +36,9 @@ class Evaluator {
 
   /// Evaluates `model` after `step` optimizer steps; returns the metrics and
   /// appends them to `out` as (step, metric, value).
-  std::map<std::string, double> evaluate(Model& model, std::int64_t step,
+  /// The recipe's precision and memory format apply to the held-out batches
+  /// as to the training ones.
+  std::map<std::string, double> evaluate(Model& model, const Recipe& recipe, std::int64_t step,
                                          std::vector<store::Evaluation>& out);
 
  private:

@@ -1,5 +1,6 @@
 #include "runner/scheduler/prepare.hpp"
 
+#include <map>
 #include <set>
 
 #include "runner/common/error.hpp"
@@ -34,33 +35,48 @@ std::string resolve_device_isolated(const std::string& type) {
   rethrow_child_error(answer);
 }
 
-// The init_from weights of every trial that names some must load into its
-// model before anything runs: a mismatch is the input's fault (exit 2), not a
-// failed run. Checked once per model, data and weights combination, in a
-// child (LibTorch's thread pools must not start in a process that forks runs).
-void check_weights_isolated(const std::vector<Trial>& trials, const PluginHost& host) {
-  std::set<std::string> checked;
-  for (const Trial& t : trials) {
-    const Experiment& e = t.experiment;
-    if (e.model_settings.init_from.empty()) continue;
-    // What decides the model's names and shapes: model, data and weights.
-    Experiment shape;
-    shape.model = e.model;
-    shape.model_settings = e.model_settings;
-    shape.data = e.data;
-    if (!checked.insert(shape.resolved_json()).second) continue;
-    const std::string answer = capture_in_child([&] {
-      try {
-        check_initial_weights(e, host);
-        return std::string("ok");
-      } catch (const Error& error) {
-        return "error:" + std::string(error.what()) + "\n" + error.hint();
-      } catch (const std::exception& error) {
-        return "error:" + std::string(error.what()) + "\n";
+// What only the plugins can tell about a trial (its init_from weights load
+// into its model, its optimizer takes its options on its device and can
+// follow its recipe, channels_last has images) is checked before anything
+// runs: a problem is the input's fault (exit 2), not a failed run. One child
+// process checks every distinct combination (LibTorch's thread pools must
+// not start in a process that forks runs), and stops at the first problem.
+void check_before_runs_isolated(const std::vector<Trial>& trials, const PluginHost& host,
+                                const std::map<std::string, std::string>& devices) {
+  const std::string answer = capture_in_child([&] {
+    try {
+      std::set<std::string> checked;
+      for (const Trial& t : trials) {
+        const Experiment& e = t.experiment;
+        // What decides the outcome: the plugins, the weights, the recipe and the device.
+        Experiment shape;
+        shape.kind = e.kind;
+        shape.device.type = devices.at(e.device.type);
+        shape.model = e.model;
+        shape.model_settings = e.model_settings;
+        shape.data = e.data;
+        shape.optimizer = e.optimizer;
+        shape.train.precision = e.train.precision;
+        shape.infer.precision = e.infer.precision;
+        shape.schedule.enabled = e.schedule.enabled;
+        shape.schedule.type = e.schedule.type;
+        shape.schedule.cycle_momentum = e.schedule.cycle_momentum;
+        if (!checked.insert(shape.resolved_json()).second) continue;
+        try {
+          check_before_runs(e, host, shape.device.type);
+        } catch (const Error& error) {
+          if (trials.size() == 1) throw;
+          throw Error(std::string(error.what()) + " (in " + trial_name(t) + ")", error.hint());
+        }
       }
-    });
-    if (answer != "ok") rethrow_child_error(answer);
-  }
+      return std::string("ok");
+    } catch (const Error& error) {
+      return "error:" + std::string(error.what()) + "\n" + error.hint();
+    } catch (const std::exception& error) {
+      return "error:" + std::string(error.what()) + "\n";
+    }
+  });
+  if (answer != "ok") rethrow_child_error(answer);
 }
 
 }  // namespace
@@ -108,7 +124,7 @@ PreparedExperiment prepare_experiment(const fs::path& file,
     const std::string& type = t.experiment.device.type;
     if (!p.devices.count(type)) p.devices[type] = resolve_device_isolated(type);
   }
-  check_weights_isolated(p.trials, *p.host);
+  check_before_runs_isolated(p.trials, *p.host, p.devices);
   return p;
 }
 

@@ -62,13 +62,21 @@ void configure_runtime(const Experiment& experiment);
 /// back as status "failed" (or "diverged" for a non-finite loss) with the error text.
 [[nodiscard]] RunOutcome execute_run(const RunRequest& request);
 
-/// Checks, before any run, that the init_from weights of `experiment` load
-/// into its model: builds the loader and model on the CPU and loads the
-/// file by name. Throws runner::Error (input) naming the file and every
-/// missing, unexpected and mis-shaped name, or what is wrong with the file.
+/// Checks, before any run, what only the plugins can tell about
+/// `experiment` on `device` (resolved: "cpu" or "cuda"), and throws
+/// runner::Error (input) at the file:line:col responsible:
+///  - the init_from weights load into its model (the loader and model are
+///    built on the CPU and the file loaded by name; the error names the file
+///    and every missing, unexpected and mis-shaped name);
+///  - the optimizer accepts its options for that device (a plugin's
+///    runner::OptionError, e.g. a fused kernel the device lacks) and can
+///    follow the recipe (momentum for a one-cycle schedule, parameter groups
+///    that amp_fp16 can unscale), built over a stand-in parameter;
+///  - model.channels_last has image samples.
 /// Touches LibTorch: call it in a child process (capture_in_child) when the
 /// calling process forks runs later.
-void check_initial_weights(const Experiment& experiment, const PluginHost& host);
+void check_before_runs(const Experiment& experiment, const PluginHost& host,
+                       const std::string& device);
 
 /// Peak FLOP/s of a device ("cpu" or "cuda") for fp32 matmul, measured now:
 /// the best of five 2n^3 matmuls (n = 1024 on the CPU, 4096 on a GPU).

@@ -31,6 +31,16 @@ namespace runner {
 
 /// A plugin chosen by an experiment section ([model], [data], [optimizer]) and its options.
 struct PluginChoice {
+  PluginChoice() = default;
+  PluginChoice(std::string plugin_name, Options plugin_options, SourceLocation plugin_where = {},
+               std::map<std::string, SourceLocation> where_of_options = {},
+               std::vector<std::string> omits = {})
+      : plugin(std::move(plugin_name)),
+        options(std::move(plugin_options)),
+        where(std::move(plugin_where)),
+        option_where(std::move(where_of_options)),
+        identity_omits(std::move(omits)) {}
+
   std::string plugin;       ///< plugin name
   Options options;          ///< validated, defaults filled
   SourceLocation where;     ///< location of the `plugin = ...` value
