@@ -9,8 +9,8 @@ Writes into --out:
   data_fp16.pt       the same samples with the inputs scaled up, so that float16 gradients
                      overflow under the initial loss scale
   reference.pt       {case: {"final": state dict after 10 optimizer steps, "loss", "lr",
-                     "grad_norm", "loss_scale": float64 [10] (nan: not recorded),
-                     "skipped": int64 [10] (-1: not recorded)}}
+                     "grad_norm", "loss_scale", "skipped": float64 [10] (nan: not recorded,
+                     as NULL in runner's samples)}}
 or, when torch cannot be imported, missing.txt saying why (the tests then skip).
 
 Each case trains as runner's engine does: batches in file order (shuffle = false,
@@ -167,7 +167,7 @@ def train(case, init, datasets):
         if "clip" in case:
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), case["clip"]).item()
         lr = optimizer.param_groups[0]["lr"]
-        skipped = -1
+        skipped = math.nan
         if scaler:
             scaler.step(optimizer)
             scaler.update()
@@ -181,8 +181,7 @@ def train(case, init, datasets):
         for key, value in (("loss", step_loss.item()), ("lr", lr), ("grad_norm", norm),
                            ("loss_scale", scale), ("skipped", skipped)):
             record[key].append(value)
-    out = {k: torch.tensor(v, dtype=torch.int64 if k == "skipped" else torch.float64)
-           for k, v in record.items()}
+    out = {k: torch.tensor(v, dtype=torch.float64) for k, v in record.items()}
     out["final"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return out
 
