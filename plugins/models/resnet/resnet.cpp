@@ -6,6 +6,9 @@
 // a torchvision state dict loads by name. The "cifar" stem replaces the 7x7
 // stride-2 convolution and the max-pool with one 3x3 stride-1 convolution,
 // as CIFAR ResNet recipes do; its conv1.weight is [64, 3, 3, 3].
+// checkpoint = "blocks" recomputes every residual block in the backward pass
+// (runner/checkpoint.hpp; the batch norms' running statistics are updated
+// once per step, as without it).
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/pooling.h>
 #include <torch/nn/init.h>
@@ -15,6 +18,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include <runner/checkpoint.hpp>
 #include <runner/sdk.hpp>
 
 #include <array>
@@ -32,6 +36,8 @@ struct ResNetOptions {
   std::int64_t num_classes = 0;  // 0: the loader's
   bool zero_init_residual = false;
   std::string stem = "imagenet";
+  std::string checkpoint = "none";
+  std::int64_t checkpoint_every = 2;
 };
 
 /// Counts forward FLOPs as torch.utils.flop_counter does: 2 per
@@ -163,7 +169,9 @@ runner::ModelContext with_classes(runner::ModelContext context, std::int64_t num
 class ResNet final : public runner::ClassificationModel {
  public:
   ResNet(const ResNetOptions& o, const runner::ModelContext& context)
-      : ClassificationModel(with_classes(context, o.num_classes)), cifar_(o.stem == "cifar") {
+      : ClassificationModel(with_classes(context, o.num_classes)),
+        cifar_(o.stem == "cifar"),
+        checkpoint_{o.checkpoint, o.checkpoint_every} {
     const Layout layout = layout_of(o.depth);
     const std::vector<std::int64_t>& shape = input_shape();
     if (shape.size() != 3 || shape[0] != 3)
@@ -203,7 +211,9 @@ class ResNet final : public runner::ClassificationModel {
   torch::Tensor forward(const torch::Tensor& images) override {
     torch::Tensor x = F::relu(bn1_->forward(conv1_->forward(images)));
     if (!cifar_) x = F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));
-    for (const auto& block : blocks_) x = block->forward(x);
+    for (std::size_t i = 0; i < blocks_.size(); ++i)
+      x = checkpoint_.applies_to(static_cast<std::int64_t>(i)) ? runner::checkpoint(blocks_[i], x)
+                                                                : blocks_[i]->forward(x);
     x = F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(1)).flatten(1);
     return fc_->forward(x);
   }
@@ -229,6 +239,7 @@ class ResNet final : public runner::ClassificationModel {
   }
 
   bool cifar_;
+  runner::CheckpointPolicy checkpoint_;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
@@ -248,6 +259,8 @@ void register_plugins(runner::Registrar& registrar) {
   options.field("stem", &ResNetOptions::stem,
                 "imagenet: 7x7 stride-2 convolution and max-pool; cifar: one 3x3 stride-1 convolution")
       .one_of({"imagenet", "cifar"});
+  runner::add_checkpoint_options(options, &ResNetOptions::checkpoint,
+                                 &ResNetOptions::checkpoint_every, "residual block");
   registrar.add_model("resnet", "ResNet 18/34/50/101/152 in torchvision's layout", options,
                       [](const ResNetOptions& o, const runner::ModelContext& context) {
                         return std::make_unique<ResNet>(o, context);

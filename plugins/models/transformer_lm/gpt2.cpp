@@ -122,7 +122,10 @@ class Gpt2 final : public LanguageModel {
     const torch::Tensor positions = torch::arange(ids.size(1), ids.options());
     torch::Tensor x = maybe_dropout(wte_->forward(ids) + wpe_->forward(positions),
                                     config().dropout, module().is_training());
-    for (const auto& block : blocks_) x = block->forward(x);
+    for (std::size_t i = 0; i < blocks_.size(); ++i)
+      x = config().checkpoint.applies_to(static_cast<std::int64_t>(i))
+              ? runner::checkpoint(blocks_[i], x)
+              : blocks_[i]->forward(x);
     return F::linear(ln_f_->forward(x), wte_->weight);
   }
 

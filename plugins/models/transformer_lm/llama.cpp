@@ -164,7 +164,16 @@ class Llama final : public LanguageModel {
     }
     const std::int64_t t = ids.size(1);
     const torch::Tensor cos = cos_.narrow(0, 0, t), sin = sin_.narrow(0, 0, t);
-    for (const auto& layer : layers_) x = layer->forward(x, cos, sin);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const std::shared_ptr<Layer>& layer = layers_[i];
+      if (config().checkpoint.applies_to(static_cast<std::int64_t>(i)))
+        // The tables are constants (no grad): captured by value with the layer.
+        x = runner::checkpoint(
+            *layer, [layer, cos, sin](const torch::Tensor& h) { return layer->forward(h, cos, sin); },
+            x);
+      else
+        x = layer->forward(x, cos, sin);
+    }
     return lm_head_->forward(norm_->forward(x));
   }
 

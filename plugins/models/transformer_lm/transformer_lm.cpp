@@ -7,6 +7,8 @@
 //   llama  Hugging Face transformers' LlamaForCausalLM: model.embed_tokens,
 //          model.layers.N.{self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
 //          input_layernorm, post_attention_layernorm}, model.norm, lm_head.
+// checkpoint = "blocks" recomputes every transformer block in the backward
+// pass (runner/checkpoint.hpp).
 // This file: the options, their resolution against the loader, what both
 // flavours share (LanguageModel) and the registration.
 #include "transformer_lm.hpp"
@@ -116,6 +118,7 @@ LmConfig resolve(const LmOptions& o, const runner::ModelContext& context) {
   c.norm_eps = o.norm_eps;
   c.rope_theta = o.rope_theta;
   c.dropout = o.dropout;
+  c.checkpoint = {o.checkpoint, o.checkpoint_every};
   return c;
 }
 
@@ -216,6 +219,8 @@ void register_plugins(runner::Registrar& registrar) {
                 "dropout probability in training (gpt2: embeddings, attention, residual "
                 "branches, as nanoGPT; llama: attention, as Hugging Face)")
       .range(0.0, 0.99);
+  runner::add_checkpoint_options(options, &O::checkpoint, &O::checkpoint_every,
+                                 "transformer block");
   registrar.add_model("transformer_lm",
                       "decoder-only causal language model: gpt2 (nanoGPT's names) or llama "
                       "(Hugging Face's LlamaForCausalLM names)",

@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <runner/checkpoint.hpp>
 #include <runner/sdk.hpp>
 
 #include <cstdint>
@@ -33,6 +34,8 @@ struct LmOptions {
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   double dropout = 0.0;
+  std::string checkpoint = "none";
+  std::int64_t checkpoint_every = 2;
 };
 
 /// The options resolved against the loader and checked: every size is set.
@@ -49,6 +52,7 @@ struct LmConfig {
   double norm_eps = 0;
   double rope_theta = 0;
   double dropout = 0;
+  runner::CheckpointPolicy checkpoint;  ///< which blocks are recomputed in backward
   [[nodiscard]] std::int64_t head_dim() const { return width / heads; }
 };
 

@@ -9,6 +9,8 @@
 // encoder.layers.encoder_layer_0.self_attention.in_proj_weight, ...,
 // encoder.layers.encoder_layer_0.mlp.3.bias, encoder.ln.weight,
 // heads.head.weight), so a torchvision state dict loads by name.
+// checkpoint = "blocks" recomputes every encoder layer in the backward pass
+// (runner/checkpoint.hpp; dropout draws the same masks both times).
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/init.h>
@@ -19,6 +21,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <runner/checkpoint.hpp>
 #include <runner/sdk.hpp>
 
 #include <cmath>
@@ -26,6 +29,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -39,6 +43,8 @@ struct VitOptions {
   std::int64_t num_classes = 0;  // 0: the loader's
   double dropout = 0.0;
   double attention_dropout = 0.0;
+  std::string checkpoint = "none";
+  std::int64_t checkpoint_every = 2;
 };
 
 /// The sizes of the named configurations (ViT paper, table 1; "ti" from DeiT).
@@ -141,7 +147,9 @@ class EncoderBlock : public torch::nn::Module {
 /// The position embedding, the blocks and the final norm (torchvision's Encoder).
 class Encoder : public torch::nn::Module {
  public:
-  Encoder(const Size& s, std::int64_t tokens, double dropout, double attention_dropout) {
+  Encoder(const Size& s, std::int64_t tokens, double dropout, double attention_dropout,
+          runner::CheckpointPolicy checkpoint)
+      : checkpoint_(std::move(checkpoint)) {
     pos_embedding_ = register_parameter("pos_embedding", torch::empty({1, tokens, s.hidden}));
     dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
     auto layers = register_module("layers", std::make_shared<torch::nn::Module>());
@@ -156,11 +164,14 @@ class Encoder : public torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& tokens) {
     torch::Tensor x = dropout_->forward(tokens + pos_embedding_);
-    for (const auto& block : blocks_) x = block->forward(x);
+    for (std::size_t i = 0; i < blocks_.size(); ++i)
+      x = checkpoint_.applies_to(static_cast<std::int64_t>(i)) ? runner::checkpoint(blocks_[i], x)
+                                                                : blocks_[i]->forward(x);
     return ln_->forward(x);
   }
 
  private:
+  runner::CheckpointPolicy checkpoint_;
   torch::Tensor pos_embedding_;
   torch::nn::Dropout dropout_{nullptr};
   std::vector<std::shared_ptr<EncoderBlock>> blocks_;
@@ -218,8 +229,9 @@ class VisionTransformer final : public runner::ClassificationModel {
     class_token_ = module().register_parameter("class_token", torch::zeros({1, 1, d}));
     conv_proj_ = register_module(
         "conv_proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, d, patch_).stride(patch_)));
-    encoder_ = register_module("encoder",
-                               std::make_shared<Encoder>(size_, tokens, o.dropout, o.attention_dropout));
+    const runner::CheckpointPolicy checkpoint{o.checkpoint, o.checkpoint_every};
+    encoder_ = register_module("encoder", std::make_shared<Encoder>(size_, tokens, o.dropout,
+                                                                    o.attention_dropout, checkpoint));
     auto heads = register_module("heads", std::make_shared<torch::nn::Module>());
     head_ = heads->register_module("head", torch::nn::Linear(d, num_classes()));
     {
@@ -289,6 +301,8 @@ void register_plugins(runner::Registrar& registrar) {
   options.field("attention_dropout", &VitOptions::attention_dropout,
                 "dropout on the attention weights (training only)")
       .range(0.0, 1.0);
+  runner::add_checkpoint_options(options, &VitOptions::checkpoint, &VitOptions::checkpoint_every,
+                                 "encoder layer");
   registrar.add_model("vit", "Vision Transformer ti/s/b/l in torchvision's layout", options,
                       [](const VitOptions& o, const runner::ModelContext& context) {
                         return std::make_unique<VisionTransformer>(o, context);
