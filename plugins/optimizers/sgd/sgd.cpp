@@ -1,5 +1,6 @@
-// Optimizer `sgd`: LibTorch's SGD with momentum, Nesterov and weight decay
-// (the same sequence of operations as PyTorch's _single_tensor_sgd).
+// Optimizer `sgd`: SGD with momentum, Nesterov and weight decay, the same
+// sequence of operations as PyTorch's _single_tensor_sgd.
+#include <ATen/ScalarOps.h>
 #include <torch/optim/sgd.h>
 
 #include <runner/sdk.hpp>
@@ -9,6 +10,52 @@
 #include "../common/recipe.hpp"
 
 namespace {
+
+// LibTorch's SGD with PyTorch's single-tensor step. LibTorch multiplies the
+// momentum buffer by a Scalar (aten::mul_.Scalar), which rounds 0.9 to the
+// buffer's dtype first: with bf16 parameters the result drifts from
+// torch.optim.SGD, whose Python float reaches ATen as a wrapped 0-dim double
+// tensor and is applied in float. This step passes it the same way; in
+// float32 nothing changes.
+class PyTorchSgd final : public torch::optim::SGD {
+ public:
+  using torch::optim::SGD::SGD;
+
+  torch::Tensor step(LossClosure closure = nullptr) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor loss;
+    if (closure) {
+      torch::AutoGradMode enable_grad(true);
+      loss = closure();
+    }
+    for (auto& group : param_groups()) {
+      const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+      for (auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        torch::Tensor grad = p.grad();
+        if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
+        if (o.momentum() != 0) {
+          auto& slot = state_[p.unsafeGetTensorImpl()];
+          if (!slot) {
+            auto fresh = std::make_unique<torch::optim::SGDParamState>();
+            fresh->momentum_buffer(torch::clone(grad).detach());
+            slot = std::move(fresh);
+          } else {
+            torch::Tensor& buffer =
+                static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer();
+            buffer.mul_(at::native::wrapped_scalar_tensor(o.momentum()))
+                .add_(grad, 1 - o.dampening());
+          }
+          const torch::Tensor& buffer =
+              static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer();
+          grad = o.nesterov() ? grad.add(buffer, o.momentum()) : buffer;
+        }
+        p.add_(grad, -o.lr());
+      }
+    }
+    return loss;
+  }
+};
 
 struct SgdOptions {
   double lr = 0.01;
@@ -27,10 +74,10 @@ class Sgd final : public runner::Optimizer {
     torch::optim::SGDOptions sgd_options(o.lr);
     sgd_options.momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay);
     if (o.no_decay.empty()) {
-      optimizer_ = std::make_unique<torch::optim::SGD>(context.parameters, sgd_options);
+      optimizer_ = std::make_unique<PyTorchSgd>(context.parameters, sgd_options);
     } else {
       const auto groups = runner::optim::decay_groups(context, o.no_decay, sgd_options);
-      optimizer_ = std::make_unique<torch::optim::SGD>(groups, sgd_options);
+      optimizer_ = std::make_unique<PyTorchSgd>(groups, sgd_options);
       runner::optim::keep_group_options(*optimizer_, groups);
     }
   }
@@ -47,7 +94,7 @@ class Sgd final : public runner::Optimizer {
   }
 
  private:
-  std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::unique_ptr<PyTorchSgd> optimizer_;
 };
 
 void register_plugins(runner::Registrar& registrar) {
