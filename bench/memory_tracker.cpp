@@ -22,6 +22,7 @@
 #include <torch/types.h>
 
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,7 +104,8 @@ Settings parse(int argc, char** argv) {
 
 /// What a child reports back through its pipe.
 struct Report {
-  double seconds = 0;          // per op or per step (median)
+  double seconds = 0;          // per op or per step (median), wall clock
+  double cpu_seconds = 0;      // the same in process CPU time (less sensitive to other load)
   std::int64_t peak_bytes = 0;  // trade: the largest step peak above the step's start
   bool ok = false;
 };
@@ -156,6 +158,12 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+double cpu_now() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 Report allocation_loop(const Settings& s, bool tracked) {
   if (tracked) mem::install();
   at::set_num_threads(s.threads);
@@ -163,8 +171,10 @@ Report allocation_loop(const Settings& s, bool tracked) {
   torch::Tensor c;
   for (int i = 0; i < 1000; ++i) c = a + b;
   const auto start = Clock::now();
+  const double cpu_start = cpu_now();
   for (std::int64_t i = 0; i < s.ops; ++i) c = a + b;
   Report r;
+  r.cpu_seconds = (cpu_now() - cpu_start) / static_cast<double>(s.ops);
   r.seconds = seconds_since(start) / static_cast<double>(s.ops);
   return r;
 }
@@ -182,19 +192,22 @@ Report train_steps(runner::Model& model, std::int64_t batch_size, std::int64_t s
   module.train();
   torch::manual_seed(1);
   const runner::Batch batch = model.example_batch(batch_size, torch::kCPU);
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   Report r;
   for (std::int64_t step = -3; step < steps; ++step) {
     module.zero_grad(/*set_to_none=*/false);
     const std::int64_t before = mem::current_bytes();
     mem::reset_peak();
     const auto start = Clock::now();
+    const double cpu_start = cpu_now();
     model.loss(model.forward(batch), batch).backward();
     if (step < 0) continue;  // warm-up: first allocations, oneDNN primitive creation
     times.push_back(seconds_since(start));
+    cpu_times.push_back(cpu_now() - cpu_start);
     r.peak_bytes = std::max(r.peak_bytes, mem::peak_bytes() - before);
   }
   r.seconds = median(times);
+  r.cpu_seconds = median(cpu_times);
   return r;
 }
 
@@ -228,55 +241,70 @@ Report lm_step(const Settings& s, const std::string& mode) {
   return train_steps(*model, s.batch, s.trade_steps);
 }
 
-void overhead(const Settings& s) {
-  std::printf("tracker overhead, %d round(s), %d thread(s); each figure a median, each run a "
-              "fresh process\n",
-              s.rounds, s.threads);
-  std::vector<double> loop_off, loop_on, loop_ratio, step_off, step_on, step_ratio;
-  for (int round = 0; round < s.rounds; ++round) {
-    const double off = in_child([&] { return allocation_loop(s, false); }).seconds;
-    const double on = in_child([&] { return allocation_loop(s, true); }).seconds;
-    loop_off.push_back(off);
-    loop_on.push_back(on);
-    loop_ratio.push_back(on / off);
-    const double step0 = in_child([&] { return convnet_step(s, false); }).seconds;
-    const double step1 = in_child([&] { return convnet_step(s, true); }).seconds;
-    step_off.push_back(step0);
-    step_on.push_back(step1);
-    step_ratio.push_back(step1 / step0);
+/// Medians over rounds of the figures of `a` and `b` and of their per-round ratios.
+struct Pair {
+  std::vector<double> a, b, ratio, cpu_a, cpu_b, cpu_ratio;
+  void add(const Report& x, const Report& y) {
+    a.push_back(x.seconds);
+    b.push_back(y.seconds);
+    ratio.push_back(y.seconds / x.seconds);
+    cpu_a.push_back(x.cpu_seconds);
+    cpu_b.push_back(y.cpu_seconds);
+    cpu_ratio.push_back(y.cpu_seconds / x.cpu_seconds);
   }
-  std::printf("  %-44s %12s %12s %8s\n", "workload", "without", "with", "ratio");
-  std::printf("  %-44s %9.1f ns %9.1f ns %8.3f\n",
-              ("a + b on 16 floats, " + std::to_string(s.ops) + " ops").c_str(),
-              1e9 * median(loop_off), 1e9 * median(loop_on), median(loop_ratio));
-  std::printf("  %-44s %9.2f ms %9.2f ms %8.3f\n",
-              ("convnet forward+backward, batch 32, " + std::to_string(s.steps) + " steps").c_str(),
-              1e3 * median(step_off), 1e3 * median(step_on), median(step_ratio));
-  std::printf("  ratio range over rounds: loop %.3f-%.3f, step %.3f-%.3f\n",
-              *std::min_element(loop_ratio.begin(), loop_ratio.end()),
-              *std::max_element(loop_ratio.begin(), loop_ratio.end()),
-              *std::min_element(step_ratio.begin(), step_ratio.end()),
-              *std::max_element(step_ratio.begin(), step_ratio.end()));
+  void print(const std::string& what, double unit, const char* unit_name) const {
+    std::printf("  %-40s wall %9.2f %s %9.2f %s %7.3f (%.3f-%.3f) | cpu %9.2f %s %9.2f %s %7.3f\n",
+                what.c_str(), unit * median(a), unit_name, unit * median(b), unit_name,
+                median(ratio), *std::min_element(ratio.begin(), ratio.end()),
+                *std::max_element(ratio.begin(), ratio.end()), unit * median(cpu_a), unit_name,
+                unit * median(cpu_b), unit_name, median(cpu_ratio));
+  }
+};
+
+void overhead(const Settings& s) {
+  std::printf("tracker overhead, %d round(s), %d thread(s): without, with, with/without (median "
+              "of the rounds' ratios, range); each run a fresh process\n",
+              s.rounds, s.threads);
+  Pair loop, step;
+  for (int round = 0; round < s.rounds; ++round) {
+    const Report off = in_child([&] { return allocation_loop(s, false); });
+    const Report on = in_child([&] { return allocation_loop(s, true); });
+    loop.add(off, on);
+    const Report step0 = in_child([&] { return convnet_step(s, false); });
+    const Report step1 = in_child([&] { return convnet_step(s, true); });
+    step.add(step0, step1);
+  }
+  loop.print("a + b on 16 floats, " + std::to_string(s.ops) + " ops", 1e9, "ns");
+  step.print("convnet fwd+bwd, batch 32, " + std::to_string(s.steps) + " steps", 1e3, "ms");
 }
 
 void trade(const Settings& s) {
   std::printf("checkpointing trade: transformer_lm gpt2, width %lld, 8 blocks, seq %lld, batch "
-              "%lld, vocab 256, %d thread(s), %lld steps\n",
+              "%lld, vocab 256, %d thread(s), %lld steps per run, %d round(s)\n",
               static_cast<long long>(s.width), static_cast<long long>(s.seq),
-              static_cast<long long>(s.batch), s.threads, static_cast<long long>(s.trade_steps));
-  std::printf("  %-10s %14s %10s %16s %10s\n", "checkpoint", "step (median)", "vs none",
-              "step peak", "vs none");
-  std::map<std::string, Report> reports;
-  for (const std::string mode : {"none", "every_k", "blocks"})
-    reports[mode] = in_child([&] { return lm_step(s, mode); });
-  const Report& none = reports["none"];
-  for (const std::string mode : {"none", "every_k", "blocks"}) {
-    const Report& r = reports[mode];
-    std::printf("  %-10s %11.1f ms %10.3f %13.1f MB %10.3f\n",
-                (mode == "every_k" ? std::string("every_k=2") : mode).c_str(), 1e3 * r.seconds,
-                r.seconds / none.seconds, static_cast<double>(r.peak_bytes) / 1e6,
-                static_cast<double>(r.peak_bytes) / static_cast<double>(none.peak_bytes));
+              static_cast<long long>(s.batch), s.threads, static_cast<long long>(s.trade_steps),
+              s.rounds);
+  const std::vector<std::string> modes{"none", "every_k", "blocks"};
+  std::map<std::string, Pair> vs_none;
+  std::map<std::string, std::int64_t> peak;
+  for (int round = 0; round < s.rounds; ++round) {
+    std::map<std::string, Report> reports;
+    for (const std::string& mode : modes) {
+      reports[mode] = in_child([&] { return lm_step(s, mode); });
+      peak[mode] = reports[mode].peak_bytes;
+    }
+    for (const std::string& mode : modes) vs_none[mode].add(reports["none"], reports[mode]);
   }
+  std::printf("  step time: none, this mode, ratio (median of rounds, range) | the same in CPU "
+              "time\n");
+  for (const std::string& mode : modes)
+    vs_none[mode].print(mode == "every_k" ? "every_k=2" : mode, 1e3, "ms");
+  std::printf("  step peak above the step's start (tracker):");
+  for (const std::string& mode : modes)
+    std::printf(" %s %.1f MB (%.3f)", mode == "every_k" ? "every_k=2" : mode.c_str(),
+                static_cast<double>(peak[mode]) / 1e6,
+                static_cast<double>(peak[mode]) / static_cast<double>(peak["none"]));
+  std::printf("\n");
 }
 
 }  // namespace
