@@ -186,6 +186,9 @@ TEST(Vit, VitB16At224HasTorchvisionsParametersAndFlopCountersFlops) {
 }
 
 TEST(Vit, InitialisationIsTorchvisions) {
+  // Seeded: the spreads below are statistics of one draw (mlp.3.bias has only
+  // 384 values, so an unseeded draw missed the 10 % band about once in 200).
+  torch::manual_seed(0);
   runner::PluginHost host;
   host.load(kBuiltins);
   auto model = make_vit(host, "s", 16, images(64, 64, 10));
