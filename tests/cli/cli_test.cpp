@@ -166,7 +166,8 @@ TEST_F(BadInputTest, UnknownSectionSuggestsTheClosestOne) {
                   "error: " + file.string() +
                       ":24:1: unknown section [modle]; did you mean [model]?\n"
                       "hint: known sections: experiment, device, model, data, optimizer, "
-                      "train, schedule, infer, eval, distributed, comm_hook, plugins, sweep, trial\n");
+                      "train, schedule, infer, eval, distributed, comm_hook, plugins, sweep, "
+                      "trial\n");
 }
 
 TEST_F(BadInputTest, WrongTypeHasFileLineColumn) {
