@@ -112,15 +112,21 @@ std::pair<Side, Side> split_by(const store::Store& db, const std::string& select
                 "run 'runner runs' to see the recorded experiments");
   std::map<std::string, std::vector<std::int64_t>> groups;
   std::vector<std::string> order;
+  // A key at its default is left out of a trial's configuration when it
+  // joined the identity later (train.precision = "fp32", model.channels_last
+  // = false, ...): such trials form the group "(default)". A key no trial
+  // has is a mistake.
+  bool found = false;
   for (const auto& t : trials) {
     const auto value = config_value(parse_json(t.config_json), key);
-    if (!value)
-      throw Error("--by " + key + ": trial " + std::to_string(t.id) + " of '" + name +
-                      "' has no such key",
-                  "use a dotted key of the experiment file, e.g. train.steps or model.hidden");
-    if (!groups.count(*value)) order.push_back(*value);
-    groups[*value].push_back(t.id);
+    found = found || value.has_value();
+    const std::string label = value ? *value : "(default)";
+    if (!groups.count(label)) order.push_back(label);
+    groups[label].push_back(t.id);
   }
+  if (!found)
+    throw Error("--by " + key + ": no trial of '" + name + "' has such a key",
+                "use a dotted key of the experiment file, e.g. train.steps or model.hidden");
   if (groups.size() < 2)
     throw Error("--by " + key + ": every trial of '" + name + "' has " + key + " = " + order[0] +
                 ", so there is nothing to compare");

@@ -116,7 +116,7 @@ TEST_F(CompareCliTest, BadSelectorsAreInputErrors) {
   r = run("compare experiment:slowdown --by train.stepz");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
-            "error: --by train.stepz: trial 1 of 'slowdown' has no such key");
+            "error: --by train.stepz: no trial of 'slowdown' has such a key");
   r = run("compare bogus:1 trial:2");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
