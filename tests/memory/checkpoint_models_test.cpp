@@ -24,6 +24,7 @@
 #include "core/experiment/experiment_fixture.hpp"
 #include "runner/host/host.hpp"
 #include "runner/recipes/memory.hpp"
+#include "support/module_state.hpp"
 
 namespace {
 
@@ -53,12 +54,7 @@ runner::ModelContext tokens(std::int64_t seq_len, std::int64_t vocab) {
   return context;
 }
 
-std::map<std::string, torch::Tensor> state_of(torch::nn::Module& module) {
-  std::map<std::string, torch::Tensor> state;
-  for (const auto& p : module.named_parameters()) state[p.key()] = p.value();
-  for (const auto& b : module.named_buffers()) state[b.key()] = b.value();
-  return state;
-}
+using runner::test::state_of;
 
 /// What two SGD steps leave behind.
 struct Outcome {

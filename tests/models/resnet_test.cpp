@@ -19,6 +19,7 @@
 
 #include "runner/common/error.hpp"
 #include "runner/host/host.hpp"
+#include "support/module_state.hpp"
 #include "support/expect_throw_msg.hpp"
 #include "support/python_oracle.hpp"
 
@@ -53,13 +54,7 @@ std::unique_ptr<runner::Model> make_resnet(runner::PluginHost& host, std::int64_
                          context);
 }
 
-/// Every parameter and buffer of a module by name.
-std::map<std::string, torch::Tensor> state_of(torch::nn::Module& module) {
-  std::map<std::string, torch::Tensor> state;
-  for (const auto& p : module.named_parameters()) state[p.key()] = p.value();
-  for (const auto& b : module.named_buffers()) state[b.key()] = b.value();
-  return state;
-}
+using runner::test::state_of;
 
 std::map<std::string, torch::Tensor> tensors_of(const c10::IValue& dict) {
   std::map<std::string, torch::Tensor> out;

@@ -230,8 +230,9 @@ TEST(Schedule, KindsAndAnnealsReadAndWriteTheirSpellings) {
     EXPECT_EQ(runner::recipes::to_string(*runner::recipes::parse_schedule_kind(name)), name);
   EXPECT_EQ(runner::recipes::parse_schedule_kind("cosine_annealing"), std::nullopt);
   EXPECT_EQ(runner::recipes::schedule_kind_names().size(), 4U);
-  for (const std::string& name : runner::recipes::anneal_names())
-    EXPECT_EQ(runner::recipes::to_string(*runner::recipes::parse_anneal(name)), name);
+  for (const Anneal anneal : {Anneal::cos, Anneal::linear})
+    EXPECT_EQ(runner::recipes::parse_anneal(runner::recipes::to_string(anneal)), anneal);
+  EXPECT_STREQ(runner::recipes::to_string(Anneal::linear), "linear");
   EXPECT_EQ(runner::recipes::parse_anneal("cosine"), std::nullopt);
 }
 

@@ -22,38 +22,33 @@ class PyTorchSgd final : public torch::optim::SGD {
   using torch::optim::SGD::SGD;
 
   torch::Tensor step(LossClosure closure = nullptr) override {
-    torch::NoGradGuard no_grad;
-    torch::Tensor loss;
-    if (closure) {
-      torch::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
-    for (auto& group : param_groups()) {
-      const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
-      for (auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        torch::Tensor grad = p.grad();
-        if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
-        if (o.momentum() != 0) {
-          auto& slot = state_[p.unsafeGetTensorImpl()];
-          if (!slot) {
-            auto fresh = std::make_unique<torch::optim::SGDParamState>();
-            fresh->momentum_buffer(torch::clone(grad).detach());
-            slot = std::move(fresh);
-          } else {
-            torch::Tensor& buffer =
-                static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer();
-            buffer.mul_(at::native::wrapped_scalar_tensor(o.momentum()))
-                .add_(grad, 1 - o.dampening());
-          }
-          const torch::Tensor& buffer =
-              static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer();
-          grad = o.nesterov() ? grad.add(buffer, o.momentum()) : buffer;
-        }
-        p.add_(grad, -o.lr());
+    return runner::optim::run_step(closure, [&] {
+      for (auto& group : param_groups()) {
+        const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+        for (auto& p : group.params())
+          if (p.grad().defined()) update(p, o);
       }
+    });
+  }
+
+ private:
+  void update(torch::Tensor& p, const torch::optim::SGDOptions& o) {
+    torch::Tensor grad = p.grad();
+    if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
+    if (o.momentum() != 0) {
+      bool made = false;
+      auto& state = runner::optim::state_of<torch::optim::SGDParamState>(state_, p, [&] {
+        made = true;
+        auto fresh = std::make_unique<torch::optim::SGDParamState>();
+        fresh->momentum_buffer(torch::clone(grad).detach());
+        return fresh;
+      });
+      torch::Tensor& buffer = state.momentum_buffer();
+      if (!made)
+        buffer.mul_(at::native::wrapped_scalar_tensor(o.momentum())).add_(grad, 1 - o.dampening());
+      grad = o.nesterov() ? grad.add(buffer, o.momentum()) : buffer;
     }
-    return loss;
+    p.add_(grad, -o.lr());
   }
 };
 

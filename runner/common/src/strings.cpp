@@ -62,6 +62,12 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::string shape_text(std::span<const std::int64_t> shape) {
+  std::vector<std::string> parts;
+  for (const std::int64_t s : shape) parts.push_back(std::to_string(s));
+  return "[" + join(parts, ", ") + "]";
+}
+
 std::vector<std::string> split(std::string_view text, char sep) {
   std::vector<std::string> out;
   std::size_t start = 0;

@@ -1,6 +1,8 @@
 // Train and infer loops end to end through real plugin libraries.
 #include "runner/engine/engine.hpp"
 
+#include "engine_fixture.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +16,6 @@ namespace {
 
 using runner::store::Phase;
 
-const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
 const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
 const fs::path kExamples = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "examples";
 // What a run records when tiny_linear's forward throws: the plugin and its library named.
@@ -22,57 +23,21 @@ const std::string kForwardFailed =
     "model plugin 'tiny_linear' (" + fs::canonical(kGood / "runner_plugin_test_good.so").string() +
     ") failed in forward: forward failed on purpose";
 
-runner::Options synthetic_options(std::int64_t size) {
-  return runner::Options({{"shape", std::vector<std::int64_t>{16}},
-                          {"classes", std::int64_t{4}},
-                          {"size", size},
-                          {"label_noise", 0.0},
-                          {"data_seed", std::int64_t{0}}});
-}
-
 runner::Experiment mlp_experiment() {
-  runner::Experiment e;
-  e.name = "engine-test";
-  e.kind = runner::RunKind::train;
-  e.seed = 7;
-  e.model = {"mlp",
-             runner::Options({{"hidden", std::vector<std::int64_t>{32}},
-                              {"activation", std::string("relu")},
-                              {"dropout", 0.0}}),
-             {}};
-  e.data = runner::PluginChoice{"synthetic", synthetic_options(512), {}};
-  e.data_settings.batch_size = 32;
-  e.optimizer = runner::PluginChoice{
-      "sgd",
-      runner::Options({{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", false},
-                       {"weight_decay", 0.0}}),
-      {}};
+  runner::Experiment e = runner::test::mlp_sgd("engine-test", 7);
   e.train.steps = 60;
   e.train.warmup = 5;
   return e;
 }
 
-class EngineTest : public ::testing::Test {
+class EngineTest : public runner::test::EngineFixture {
  protected:
   void SetUp() override {
-    host_.load(kBuiltins);
+    EngineFixture::SetUp();
     host_.load(kGood);
     host_.load(kExamples);
   }
-  runner::RunOutcome run(const runner::Experiment& e) {
-    runner::RunRequest request;
-    request.experiment = &e;
-    request.host = &host_;
-    return runner::execute_run(request);
-  }
-  runner::PluginHost host_;
 };
-
-double metric(const runner::RunOutcome& o, const std::string& name) {
-  for (const auto& m : o.metrics)
-    if (m.name == name) return m.value;
-  return std::nan("");
-}
 
 const runner::store::Summary* summary(const runner::RunOutcome& o, const std::string& name) {
   for (const auto& s : o.summaries)

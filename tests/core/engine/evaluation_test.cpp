@@ -8,6 +8,7 @@
 #include <runner/sdk.hpp>
 
 #include "runner/common/sha256.hpp"
+#include "engine_fixture.hpp"
 #include "runner/engine/engine.hpp"
 #include "support/cli_harness.hpp"
 #include "support/expect_throw_msg.hpp"
@@ -16,56 +17,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
-
 runner::Experiment mlp(std::int64_t hidden = 32) {
-  runner::Experiment e;
-  e.name = "evaluation-test";
-  e.kind = runner::RunKind::train;
-  e.seed = 3;
-  e.model = {"mlp",
-             runner::Options({{"hidden", std::vector<std::int64_t>{hidden}},
-                              {"activation", std::string("relu")},
-                              {"dropout", 0.0}}),
-             {}};
-  e.data = runner::PluginChoice{"synthetic",
-                                runner::Options({{"shape", std::vector<std::int64_t>{16}},
-                                                 {"classes", std::int64_t{4}},
-                                                 {"size", std::int64_t{512}},
-                                                 {"label_noise", 0.0},
-                                                 {"data_seed", std::int64_t{0}}}),
-                                {}};
-  e.data_settings.batch_size = 32;
-  e.optimizer = runner::PluginChoice{
-      "sgd",
-      runner::Options({{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", false},
-                       {"weight_decay", 0.0}}),
-      {}};
+  runner::Experiment e = runner::test::mlp_sgd("evaluation-test", 3, hidden);
   e.train.steps = 55;
   e.train.warmup = 5;
   return e;
 }
 
-class EvaluationTest : public ::testing::Test {
+class EvaluationTest : public runner::test::EngineFixture {
  protected:
-  void SetUp() override { host_.load(kBuiltins); }
-  runner::RunOutcome run(const runner::Experiment& e) {
-    runner::RunRequest request;
-    request.experiment = &e;
-    request.host = &host_;
-    return runner::execute_run(request);
-  }
-  static double metric(const runner::RunOutcome& o, const std::string& name) {
-    for (const auto& m : o.metrics)
-      if (m.name == name) return m.value;
-    return std::nan("");
-  }
   static runner::Experiment starting_from(runner::Experiment e, const fs::path& weights) {
     e.model_settings.init_from = weights;
     e.model_settings.init_from_sha256 = runner::sha256_file_hex(weights);
     return e;
   }
-  runner::PluginHost host_;
   runner::test::TempDir tmp_{"runner_evaluation"};
 };
 

@@ -6,66 +6,37 @@
 
 #include <cmath>
 
+#include "engine_fixture.hpp"
 #include "runner/engine/engine.hpp"
 #include "runner/engine/phase_clock.hpp"
 #include "support/expect_throw_msg.hpp"
 
-namespace fs = std::filesystem;
-
 namespace {
 
 using runner::store::Phase;
-
-const fs::path kPlugins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
-
-runner::PluginChoice choice(std::string plugin, runner::Options options) {
-  return runner::PluginChoice{std::move(plugin), std::move(options), {}};
-}
+using runner::test::synthetic_options;
 
 runner::Options images(std::vector<std::int64_t> shape, std::int64_t size = 256) {
-  return runner::Options({{"shape", std::move(shape)},
-                          {"classes", std::int64_t{4}},
-                          {"size", size},
-                          {"label_noise", 0.0},
-                          {"data_seed", std::int64_t{0}}});
+  return synthetic_options(std::move(shape), size);
 }
 
+runner::PluginChoice choice(std::string plugin, runner::Options options) {
+  return runner::PluginChoice{std::move(plugin), std::move(options)};
+}
+
+// Six recorded steps of 16 samples in file order: short runs whose batches
+// the tests can line up.
 runner::Experiment small_mlp() {
-  runner::Experiment e;
-  e.name = "recipe-test";
-  e.kind = runner::RunKind::train;
-  e.seed = 3;
-  e.model = choice("mlp", runner::Options({{"hidden", std::vector<std::int64_t>{32}},
-                                           {"activation", std::string("relu")},
-                                           {"dropout", 0.0}}));
+  runner::Experiment e = runner::test::mlp_sgd("recipe-test", 3);
   e.data = choice("synthetic", images({16}));
   e.data_settings.batch_size = 16;
   e.data_settings.shuffle = false;
-  e.optimizer = choice("sgd", runner::Options({{"lr", 0.1},
-                                               {"momentum", 0.9},
-                                               {"nesterov", false},
-                                               {"weight_decay", 0.0}}));
   e.train.steps = 6;
   e.train.warmup = 0;
   return e;
 }
 
-class RecipeTest : public ::testing::Test {
- protected:
-  void SetUp() override { host_.load(kPlugins); }
-  runner::RunOutcome run(const runner::Experiment& e) {
-    runner::RunRequest request;
-    request.experiment = &e;
-    request.host = &host_;
-    return runner::execute_run(request);
-  }
-  static double metric(const runner::RunOutcome& o, const std::string& name) {
-    for (const auto& m : o.metrics)
-      if (m.name == name) return m.value;
-    return std::nan("");
-  }
-  runner::PluginHost host_;
-};
+using RecipeTest = runner::test::EngineFixture;
 
 TEST(PhaseClockTest, APhaseMarkedTwiceInAStepAccumulates) {
   // Work between every mark: the marks cover the step without gaps, so the

@@ -302,7 +302,12 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
     if (micro == 0) call_plugin(*w.optimizer_plugin, "zero_grad", [&] { optimizer.zero_grad(); });
     w.recipe->loss_for_backward(loss).backward();
     clock.end_phase(Phase::backward);
-    step_loss = micro == 0 ? loss.detach() : step_loss + loss.detach();
+    if (micro == 0) {
+      step_loss = loss;  // no extra op when the step is one micro-batch
+    } else {
+      torch::NoGradGuard no_grad;
+      step_loss = step_loss + loss;
+    }
   }
   if (w.reducer) {
     w.comm_bytes = w.reducer->reduce();

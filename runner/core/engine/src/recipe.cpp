@@ -14,12 +14,6 @@
 namespace runner {
 namespace {
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::vector<std::string> parts;
-  for (const std::int64_t d : shape) parts.push_back(std::to_string(d));
-  return "[" + join(parts, ", ") + "]";
-}
-
 recipes::Precision precision_of(const Experiment& experiment) {
   const auto precision = recipes::parse_precision(experiment.precision());
   if (!precision)  // the experiment layer admits only the known names

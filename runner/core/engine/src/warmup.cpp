@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runner/experiment/experiment.hpp"
+
 namespace runner {
 namespace {
 
@@ -22,7 +24,7 @@ WarmupDetector::WarmupDetector(std::int64_t window, double tolerance, std::int64
       max_steps_(std::max(max_steps, std::max(min_steps, 2 * std::max<std::int64_t>(window, 1)))) {}
 
 WarmupDetector WarmupDetector::for_steps(std::int64_t measured_steps) {
-  return WarmupDetector(10, 0.05, 10, std::max<std::int64_t>(50, measured_steps));
+  return WarmupDetector(10, 0.05, 10, max_auto_warmup_steps(measured_steps));
 }
 
 bool WarmupDetector::add(double wall_ns) {

@@ -127,10 +127,7 @@ SourceLocation Experiment::where_of(const std::string& dotted) const {
 }
 
 std::int64_t Experiment::total_train_steps() const {
-  // "auto" warm-up ends at the latest after max(50, steps) steps
-  // (WarmupDetector::for_steps, which reads this).
-  return train.steps +
-         (train.warmup < 0 ? std::max<std::int64_t>(50, train.steps) : train.warmup);
+  return train.steps + (train.warmup < 0 ? max_auto_warmup_steps(train.steps) : train.warmup);
 }
 
 std::filesystem::path Experiment::save_path(std::int64_t repeat_index) const {

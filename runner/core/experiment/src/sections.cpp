@@ -93,6 +93,8 @@ double num(const OptionValue& v) { return std::get<double>(v); }
 const std::vector<SectionSpec>& section_specs() {
   static const std::vector<SectionSpec> specs = [] {
     std::vector<SectionSpec> s;
+    // [train] and [infer] precision (runner_recipes parses them in the engine).
+    const std::vector<std::string> precisions{"fp32", "bf16", "amp_bf16", "amp_fp16"};
 
     HostKey name = string_key("name", "", {}, "experiment name (default: the file's stem)",
                               [](Experiment& e, const OptionValue& v) { e.name = str(v); });
@@ -226,7 +228,7 @@ const std::vector<SectionSpec>& section_specs() {
                              [](Experiment& e, const OptionValue& v) {
                                e.train.warmup = int_of(v);
                              }),
-                  string_key("precision", "fp32", {"fp32", "bf16", "amp_bf16", "amp_fp16"},
+                  string_key("precision", "fp32", precisions,
                              "fp32; bf16 weights and activations; or autocast to bf16 / fp16 "
                              "(amp_fp16 with dynamic loss scaling)",
                              [](Experiment& e, const OptionValue& v) {
@@ -322,7 +324,7 @@ const std::vector<SectionSpec>& section_specs() {
                   string_key("mode", "inference", {"inference", "no_grad"},
                              "autograd guard of the loop",
                              [](Experiment& e, const OptionValue& v) { e.infer.mode = str(v); }),
-                  string_key("precision", "fp32", {"fp32", "bf16", "amp_bf16", "amp_fp16"},
+                  string_key("precision", "fp32", precisions,
                              "fp32; bf16 weights and activations; or autocast to bf16 / fp16",
                              [](Experiment& e, const OptionValue& v) {
                                e.infer.precision = str(v);

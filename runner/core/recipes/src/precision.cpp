@@ -1,39 +1,22 @@
 #include "runner/recipes/precision.hpp"
 
-#include <array>
+#include "runner/recipes/names.hpp"
 
 namespace runner::recipes {
 namespace {
 
-constexpr std::array<std::pair<Precision, const char*>, 4> kNames{{
+constexpr EnumNames<Precision, 4> kNames{{{
     {Precision::fp32, "fp32"},
     {Precision::bf16, "bf16"},
     {Precision::amp_bf16, "amp_bf16"},
     {Precision::amp_fp16, "amp_fp16"},
-}};
+}}};
 
 }  // namespace
 
-const std::vector<std::string>& precision_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const auto& [precision, name] : kNames) out.emplace_back(name);
-    return out;
-  }();
-  return names;
-}
+std::optional<Precision> parse_precision(std::string_view name) { return kNames.parse(name); }
 
-std::optional<Precision> parse_precision(std::string_view name) {
-  for (const auto& [precision, spelling] : kNames)
-    if (name == spelling) return precision;
-  return std::nullopt;
-}
-
-const char* to_string(Precision precision) {
-  for (const auto& [p, spelling] : kNames)
-    if (p == precision) return spelling;
-  return "?";
-}
+const char* to_string(Precision precision) { return kNames.name(precision); }
 
 std::optional<c10::ScalarType> autocast_dtype(Precision precision) {
   switch (precision) {

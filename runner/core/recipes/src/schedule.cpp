@@ -9,21 +9,22 @@
 #include <utility>
 
 #include "runner/common/error.hpp"
+#include "runner/recipes/names.hpp"
 
 namespace runner::recipes {
 namespace {
 
-constexpr std::array<std::pair<ScheduleKind, const char*>, 4> kKindNames{{
+constexpr EnumNames<ScheduleKind, 4> kKindNames{{{
     {ScheduleKind::constant, "constant"},
     {ScheduleKind::step, "step"},
     {ScheduleKind::cosine, "cosine"},
     {ScheduleKind::one_cycle, "one_cycle"},
-}};
+}}};
 
-constexpr std::array<std::pair<Anneal, const char*>, 2> kAnnealNames{{
+constexpr EnumNames<Anneal, 2> kAnnealNames{{{
     {Anneal::cos, "cos"},
     {Anneal::linear, "linear"},
-}};
+}}};
 
 std::string shortest(double x) {
   char buffer[32];
@@ -89,46 +90,19 @@ CycleValue one_cycle_at(const ScheduleSpec& s, std::int64_t step, double max_lr)
 }  // namespace
 
 const std::vector<std::string>& schedule_kind_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const auto& [kind, name] : kKindNames) out.emplace_back(name);
-    return out;
-  }();
+  static const std::vector<std::string> names = kKindNames.all();
   return names;
 }
 
 std::optional<ScheduleKind> parse_schedule_kind(std::string_view name) {
-  for (const auto& [kind, spelling] : kKindNames)
-    if (name == spelling) return kind;
-  return std::nullopt;
+  return kKindNames.parse(name);
 }
 
-const char* to_string(ScheduleKind kind) {
-  for (const auto& [k, spelling] : kKindNames)
-    if (k == kind) return spelling;
-  return "?";
-}
+const char* to_string(ScheduleKind kind) { return kKindNames.name(kind); }
 
-const std::vector<std::string>& anneal_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const auto& [anneal, name] : kAnnealNames) out.emplace_back(name);
-    return out;
-  }();
-  return names;
-}
+std::optional<Anneal> parse_anneal(std::string_view name) { return kAnnealNames.parse(name); }
 
-std::optional<Anneal> parse_anneal(std::string_view name) {
-  for (const auto& [anneal, spelling] : kAnnealNames)
-    if (name == spelling) return anneal;
-  return std::nullopt;
-}
-
-const char* to_string(Anneal anneal) {
-  for (const auto& [a, spelling] : kAnnealNames)
-    if (a == anneal) return spelling;
-  return "?";
-}
+const char* to_string(Anneal anneal) { return kAnnealNames.name(anneal); }
 
 std::optional<std::string> schedule_error(const ScheduleSpec& s) {
   if (s.total_steps < 1)

@@ -54,12 +54,6 @@ std::string known_dtypes() {
   return join(names, ", ");
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::vector<std::string> parts;
-  for (const std::int64_t s : shape) parts.push_back(std::to_string(s));
-  return "[" + join(parts, ", ") + "]";
-}
-
 [[noreturn]] void refuse(const std::filesystem::path& path, const std::string& what) {
   throw Error("cannot read weights from '" + path.string() + "': " + what,
               "give a .safetensors file as written by safetensors or by runner's save_to");

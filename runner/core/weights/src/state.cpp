@@ -27,12 +27,6 @@ constexpr std::array<std::pair<DType, c10::ScalarType>, 10> kTypes{{
     {DType::boolean, torch::kBool},
 }};
 
-std::string shape_text(c10::IntArrayRef shape) {
-  std::vector<std::string> parts;
-  for (const std::int64_t s : shape) parts.push_back(std::to_string(s));
-  return "[" + join(parts, ", ") + "]";
-}
-
 /// "a, b, c" for at most 10 names, then "and N more".
 std::string listed(const std::vector<std::string>& names) {
   constexpr std::size_t kShown = 10;

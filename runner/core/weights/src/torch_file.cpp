@@ -161,12 +161,6 @@ std::string key_text(const c10::IValue& key) {
   return python_type(key);
 }
 
-std::string ints_text(c10::IntArrayRef values) {
-  std::vector<std::string> parts;
-  for (const std::int64_t v : values) parts.push_back(std::to_string(v));
-  return "[" + join(parts, ", ") + "]";
-}
-
 /// The checkpoint case: a dict whose values are not all tensors, but one of
 /// which is a non-empty dict of name -> tensor.
 std::optional<std::string> nested_state_dict(const c10::impl::GenericDict& top) {
@@ -216,8 +210,8 @@ void check_bounds(const fs::path& path, const std::string& name, const torch::Te
     }
   }
   if (bad || reach > elements)
-    refuse(path, "tensor '" + name + "' (shape " + ints_text(t.sizes()) + ", strides " +
-                     ints_text(t.strides()) + ", offset " + std::to_string(t.storage_offset()) +
+    refuse(path, "tensor '" + name + "' (shape " + shape_text(t.sizes()) + ", strides " +
+                     shape_text(t.strides()) + ", offset " + std::to_string(t.storage_offset()) +
                      ") reaches past the " + std::to_string(elements) +
                      " elements of its storage (the file is damaged)");
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,9 @@ namespace runner {
 
 /// Joins with a separator: join({"a","b"}, ", ") == "a, b".
 [[nodiscard]] std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+/// A tensor shape (or any integers) as messages show it: "[10, 512]", "[]".
+[[nodiscard]] std::string shape_text(std::span<const std::int64_t> shape);
 
 /// Every occurrence of `from` (not empty) replaced by `to`, left to right;
 /// replacements are not searched again.

@@ -234,6 +234,11 @@ inline constexpr std::int64_t kMaxRepeats = 10000;
 inline constexpr std::int64_t kMaxSteps = 1000000;            ///< steps, batches, warm-up
 inline constexpr std::int64_t kMaxBatchSize = 1 << 20;
 inline constexpr std::int64_t kMaxAccumulate = 4096;          ///< micro-batches per step
+/// The most warm-up steps `warmup = "auto"` takes before measuring
+/// `measured_steps` steps (the engine's warm-up detector gives up there).
+[[nodiscard]] constexpr std::int64_t max_auto_warmup_steps(std::int64_t measured_steps) {
+  return measured_steps > 50 ? measured_steps : 50;
+}
 inline constexpr std::int64_t kMaxThreads = 1024;
 inline constexpr std::int64_t kMaxWorldSize = 64;
 inline constexpr double kMaxRunTimeoutSeconds = 30.0 * 24 * 3600;        ///< 30 days

@@ -8,7 +8,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace runner::recipes {
 
@@ -18,9 +17,6 @@ enum class Precision {
   amp_bf16,  ///< float32 weights; autocast runs eligible operators in bfloat16
   amp_fp16,  ///< float32 weights; autocast in float16, with dynamic loss scaling
 };
-
-/// The spellings an experiment file uses, in declaration order.
-[[nodiscard]] const std::vector<std::string>& precision_names();
 
 /// "amp_bf16" -> Precision::amp_bf16; std::nullopt for anything else.
 [[nodiscard]] std::optional<Precision> parse_precision(std::string_view name);

@@ -80,8 +80,6 @@ struct ScheduleSpec {
 [[nodiscard]] std::optional<ScheduleKind> parse_schedule_kind(std::string_view name);
 [[nodiscard]] const char* to_string(ScheduleKind kind);
 
-/// "cos" and "linear".
-[[nodiscard]] const std::vector<std::string>& anneal_names();
 [[nodiscard]] std::optional<Anneal> parse_anneal(std::string_view name);
 [[nodiscard]] const char* to_string(Anneal anneal);
 
