@@ -6,11 +6,14 @@
 
 #include <runner/sdk.hpp>
 
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <limits>
+#include <cstring>
 #include <stdexcept>
 
 namespace {
@@ -100,6 +103,27 @@ class TruncatingHook final : public runner::CommHook {
   }
 };
 
+// Writes to a socket whose peer has closed, as Gloo does when another rank
+// has died, then returns the bucket as it is. The write must fail with EPIPE:
+// a process that does not ignore SIGPIPE is killed by it instead.
+class ClosedPeerHook final : public runner::CommHook {
+ public:
+  runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
+                            c10d::ProcessGroup&) override {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0)
+      throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
+    ::close(fds[1]);
+    const char byte = 0;
+    const ssize_t written = ::write(fds[0], &byte, 1);
+    const int error = errno;
+    ::close(fds[0]);
+    if (written != -1 || error != EPIPE)
+      throw std::runtime_error("a write to a closed peer did not fail with EPIPE");
+    return {bucket, 0};
+  }
+};
+
 void register_plugins(runner::Registrar& r) {
   runner::OptionSchema model_options;
   model_options.integer("throw_at_step", -1, "forward throws at this call (-1: never)");
@@ -115,6 +139,9 @@ void register_plugins(runner::Registrar& r) {
               [](const runner::Options& o, const runner::ModelContext& ctx) {
                 return std::make_unique<TinyLinear>(o, ctx);
               });
+  r.add_comm_hook("closed_peer", "writes to a closed socket, as Gloo after a rank died (test plugin)",
+                  runner::OptionSchema{},
+                  [](const runner::Options&) { return std::make_unique<ClosedPeerHook>(); });
   r.add_comm_hook("truncating", "returns half of each bucket (test plugin)", runner::OptionSchema{},
                   [](const runner::Options&) { return std::make_unique<TruncatingHook>(); });
   runner::OptionSchema data_options;

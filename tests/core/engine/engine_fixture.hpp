@@ -53,6 +53,11 @@ class EngineFixture : public ::testing::Test {
  protected:
   void SetUp() override { host_.load(kBuiltinPlugins); }
   RunOutcome run(const Experiment& e) {
+    // As the run process does before it runs. A data-parallel test's
+    // device.threads = 1 keeps OpenMP's pool from starting in this process:
+    // a rank forked after it started would hang in its first parallel region
+    // (libgomp is not fork-safe), so several such tests can share a process.
+    configure_runtime(e);
     RunRequest request;
     request.experiment = &e;
     request.host = &host_;

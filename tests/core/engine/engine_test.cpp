@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <cmath>
 
 #include "runner/engine/sampler.hpp"
@@ -296,6 +298,18 @@ TEST_F(EngineTest, AGroupOfOneStillRunsTheHook) {
   EXPECT_EQ(metric(out, "world_size"), 1);
   EXPECT_EQ(metric(out, "comm_bytes_per_step"), 0);
   ASSERT_NE(summary(out, "comm"), nullptr);
+}
+
+// Gloo writes to its peers with writev(2): once a rank has died, the next
+// write to it raises SIGPIPE in the writer, which must survive to report the
+// rank that died (found as a rare CI failure of the test after this one).
+TEST_F(EngineTest, AWriteToADeadPeerFailsInsteadOfKillingTheRank) {
+  const auto out = run(distributed(tiny_experiment(-1, -1), 2, "closed_peer"));
+  EXPECT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
+  // Only for the run: the process's own disposition is back afterwards.
+  struct sigaction now {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
 }
 
 TEST_F(EngineTest, AnotherRanksExceptionFailsTheRunNamingThatRank) {

@@ -604,6 +604,8 @@ RunOutcome run_distributed(const RunRequest& request) {
   std::filesystem::remove(store, ignored);
   rendezvous.store_path = store.string();
 
+  // Before the first rank is forked, so every rank inherits it.
+  const IgnoredSignal no_broken_pipe(SIGPIPE);
   Companions companions;
   RunOutcome out;
   try {

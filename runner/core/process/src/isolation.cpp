@@ -47,6 +47,15 @@ std::string describe_signal(int signal) {
   return "killed by signal " + std::to_string(signal) + " (" + (name ? name : "unknown") + ")";
 }
 
+IgnoredSignal::IgnoredSignal(int signal) : signal_(signal) {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(signal_, &ignore, &previous_);
+}
+
+IgnoredSignal::~IgnoredSignal() { ::sigaction(signal_, &previous_, nullptr); }
+
 void Interrupts::install() {
   if (g_wake_pipe[0] < 0) {
     if (::pipe2(g_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0)

@@ -8,6 +8,8 @@
 // No LibTorch in this header.
 #pragma once
 
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -110,6 +112,26 @@ class Companions {
   std::vector<Child> children_;
   std::vector<std::string> failures_;
   std::atomic<bool>* stopping_ = nullptr;  ///< in a MAP_SHARED page, inherited by every child
+};
+
+/// Ignores a signal in this process, and in the children it forks meanwhile,
+/// for as long as it lives; then puts back what was there before.
+///
+/// A data-parallel run holds one for SIGPIPE: Gloo writes to its peers with
+/// writev(2), which raises SIGPIPE when the peer has died, and it expects the
+/// host to ignore the signal (Python does) so that the write fails with EPIPE.
+/// Without it a rank that crashes can kill the survivor that writes to it
+/// next, and the run would be reported as a broken pipe instead of the crash.
+class IgnoredSignal {
+ public:
+  explicit IgnoredSignal(int signal);
+  IgnoredSignal(const IgnoredSignal&) = delete;
+  IgnoredSignal& operator=(const IgnoredSignal&) = delete;
+  ~IgnoredSignal();
+
+ private:
+  int signal_;
+  struct sigaction previous_ {};
 };
 
 /// In a child: true once the parent asked it to stop (SIGINT received).
