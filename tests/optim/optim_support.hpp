@@ -55,11 +55,12 @@ class TestModel {
  public:
   using Params = std::map<std::string, torch::Tensor>;
 
-  /// The model with its parameters set to `initial` (by name).
+  /// The model with its parameters set to `initial` (by name), in their dtype.
   explicit TestModel(const Params& initial)
       : module_(torch::nn::Linear(8, 16), torch::nn::LayerNorm(torch::nn::LayerNormOptions({16})),
                 torch::nn::Linear(16, 4)) {
     torch::NoGradGuard no_grad;
+    module_->to(initial.begin()->second.scalar_type());  // the reference's dtype
     for (auto& item : module_->named_parameters()) item.value().copy_(initial.at(item.key()));
   }
 

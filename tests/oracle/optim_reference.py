@@ -10,7 +10,11 @@ some steps), and for every case runs the PyTorch optimizer the plugin must
 match, from the same initial parameters through the same gradients:
 impl "loop" is foreach=False (PyTorch's CPU default), "foreach" is
 foreach=True, "fused" is fused=True. Lion, which torch.optim does not have,
-is the update of Chen et al. (2023) written below in plain torch.
+is the update of Chen et al. (2023) written below in plain torch (one
+parameter at a time, or with torch._foreach_* ops for impl "foreach").
+
+With --dtype bfloat16 the model, its parameters and the gradients are
+bfloat16 (the optimizer state follows the parameters, as in torch.optim).
 
 Saves, with torch.save as plain dicts and lists (what LibTorch's pickle_load
 reads): the initial parameters, the gradients per step (a missing name: no
@@ -63,15 +67,21 @@ def param_groups(model, options):
 
 
 class Lion(torch.optim.Optimizer):
-    """Lion with decoupled weight decay, one parameter at a time."""
+    """Lion with decoupled weight decay: one parameter at a time, or with the
+    torch._foreach_* ops over a group (foreach=True), as torch.optim's own
+    optimizers have both paths (they round differently in bfloat16)."""
 
-    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, foreach=False):
         super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+        self.foreach = foreach
 
     @torch.no_grad()
     def step(self):
         for group in self.param_groups:
             lr, (beta1, beta2), weight_decay = group["lr"], group["betas"], group["weight_decay"]
+            if self.foreach:
+                self._foreach_step(group, lr, beta1, beta2, weight_decay)
+                continue
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -87,6 +97,24 @@ class Lion(torch.optim.Optimizer):
                 # m = beta2 * m + (1 - beta2) * g
                 m.mul_(beta2).add_(p.grad, alpha=1 - beta2)
 
+    def _foreach_step(self, group, lr, beta1, beta2, weight_decay):
+        params = [p for p in group["params"] if p.grad is not None]
+        grads = [p.grad for p in params]
+        for p in params:
+            if not self.state[p]:
+                self.state[p]["exp_avg"] = torch.zeros_like(p)
+        exp_avgs = [self.state[p]["exp_avg"] for p in params]
+        if not params:
+            return
+        if weight_decay != 0:
+            torch._foreach_mul_(params, 1 - lr * weight_decay)
+        update = torch._foreach_mul(exp_avgs, beta1)
+        torch._foreach_add_(update, grads, alpha=1 - beta1)
+        torch._foreach_sign_(update)
+        torch._foreach_add_(params, update, alpha=-lr)
+        torch._foreach_mul_(exp_avgs, beta2)
+        torch._foreach_add_(exp_avgs, grads, alpha=1 - beta2)
+
 
 def make_optimizer(case, model):
     o = dict(case["options"])
@@ -98,7 +126,7 @@ def make_optimizer(case, model):
     name = case["optimizer"]
     if name == "lion":
         assert impl in ("loop", "foreach")
-        return Lion(groups, **o)
+        return Lion(groups, **o, foreach=impl == "foreach")
     paths = {"foreach": impl == "foreach"}
     if impl == "fused":
         paths = {"fused": True}
@@ -127,18 +155,25 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", required=True, help="JSON file of cases")
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="the parameters' and gradients' dtype (the optimizer state follows them)",
+    )
     args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
     with open(args.cases) as f:
         cases = json.load(f)
     torch.set_num_threads(1)
 
-    initial = {k: v.detach().clone() for k, v in make_model().named_parameters()}
+    initial = {k: v.detach().to(dtype) for k, v in make_model().named_parameters()}
     generator = torch.Generator().manual_seed(1)
     grads = []
     for step in range(STEPS):
         grads.append(
             {
-                k: torch.randn(v.shape, generator=generator) * SCALES[step]
+                k: (torch.randn(v.shape, generator=generator) * SCALES[step]).to(dtype)
                 for k, v in initial.items()
                 if k not in MISSING.get(step, set())
             }
@@ -146,7 +181,7 @@ def main():
 
     after = {}
     for case in cases:
-        model = make_model()
+        model = make_model().to(dtype)
         with torch.no_grad():
             for k, p in model.named_parameters():
                 p.copy_(initial[k])

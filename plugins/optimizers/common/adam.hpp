@@ -120,11 +120,11 @@ class AdamFamily final : public torch::optim::Optimizer {
       torch::Tensor grad = l.grads[i];
       l.steps[i].add_(1);
       if (weight_decay != 0) {
-        if constexpr (kDecoupled) param.mul_(1 - lr * weight_decay);
+        if constexpr (kDecoupled) param.mul_(python_number(1 - lr * weight_decay));
         else grad = grad.add(param, weight_decay);
       }
       l.exp_avgs[i].lerp_(grad, 1 - beta1);
-      l.exp_avg_sqs[i].mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+      l.exp_avg_sqs[i].mul_(python_number(beta2)).addcmul_(grad, grad, 1 - beta2);
       const double step = l.steps[i].template item<double>();
       const double step_size = lr / (1 - std::pow(beta1, step));
       const double bias_correction2_sqrt = std::pow(1 - std::pow(beta2, step), 0.5);

@@ -8,6 +8,7 @@
 // share state.
 #pragma once
 
+#include <ATen/ScalarOps.h>
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -132,6 +133,17 @@ torch::Tensor run_step(const torch::optim::Optimizer::LossClosure& closure, Upda
   std::forward<Update>(update)();
   return loss;
 }
+
+/// A number as torch.optim's Python code hands it to a tensor operation: a
+/// wrapped 0-dim double tensor, not a c10::Scalar. The two round differently
+/// on reduced-precision tensors: aten::mul_.Scalar first rounds 0.99 to the
+/// tensor's dtype (0.98828125 in bfloat16), while Python's
+/// `exp_avg_sq.mul_(0.99)` multiplies by 0.99 in float and rounds the product
+/// once (measured: 7 * 0.99 gives 6.90625 against Python's 6.9375). A loop
+/// that must match PyTorch's single-tensor path in bfloat16 passes its
+/// multipliers through this; in float32 both give the same result. (Python
+/// hands the _foreach_* ops a c10::Scalar too, so foreach paths pass doubles.)
+inline at::Tensor python_number(double value) { return at::native::wrapped_scalar_tensor(value); }
 
 /// The gradient the update reads, refusing sparse ones (none of these
 /// optimizers has a sparse path; PyTorch's refuse them too, except Adagrad's).

@@ -94,10 +94,11 @@ class Lion final : public torch::optim::Optimizer {
       torch::Tensor& param = l.params[i];
       const torch::Tensor& grad = l.grads[i];
       torch::Tensor& exp_avg = l.exp_avgs[i];
-      if (weight_decay != 0) param.mul_(1 - lr * weight_decay);
-      const torch::Tensor update = exp_avg.mul(beta1).add_(grad, 1 - beta1).sign_();
+      if (weight_decay != 0) param.mul_(runner::optim::python_number(1 - lr * weight_decay));
+      const torch::Tensor update =
+          exp_avg.mul(runner::optim::python_number(beta1)).add_(grad, 1 - beta1).sign_();
       param.add_(update, -lr);
-      exp_avg.mul_(beta2).add_(grad, 1 - beta2);
+      exp_avg.mul_(runner::optim::python_number(beta2)).add_(grad, 1 - beta2);
     }
   }
 

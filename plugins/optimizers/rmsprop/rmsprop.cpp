@@ -88,7 +88,7 @@ class Rmsprop final : public torch::optim::Optimizer {
       torch::Tensor grad = l.grads[i];
       l.steps[i].add_(1);
       if (o.weight_decay() != 0) grad = grad.add(param, o.weight_decay());
-      l.square_avgs[i].mul_(alpha).addcmul_(grad, grad, 1 - alpha);
+      l.square_avgs[i].mul_(runner::optim::python_number(alpha)).addcmul_(grad, grad, 1 - alpha);
       torch::Tensor avg;
       if (o.centered()) {
         l.grad_avgs[i].lerp_(grad, 1 - alpha);
@@ -98,7 +98,7 @@ class Rmsprop final : public torch::optim::Optimizer {
       }
       avg.add_(eps);
       if (momentum > 0) {
-        l.momentum_buffers[i].mul_(momentum).addcdiv_(grad, avg);
+        l.momentum_buffers[i].mul_(runner::optim::python_number(momentum)).addcdiv_(grad, avg);
         param.add_(l.momentum_buffers[i], -lr);
       } else {
         param.addcdiv_(grad, avg, -lr);

@@ -1,6 +1,5 @@
 // Optimizer `sgd`: SGD with momentum, Nesterov and weight decay, the same
 // sequence of operations as PyTorch's _single_tensor_sgd.
-#include <ATen/ScalarOps.h>
 #include <torch/optim/sgd.h>
 
 #include <runner/sdk.hpp>
@@ -15,8 +14,8 @@ namespace {
 // momentum buffer by a Scalar (aten::mul_.Scalar), which rounds 0.9 to the
 // buffer's dtype first: with bf16 parameters the result drifts from
 // torch.optim.SGD, whose Python float reaches ATen as a wrapped 0-dim double
-// tensor and is applied in float. This step passes it the same way; in
-// float32 nothing changes.
+// tensor and is applied in float. This step passes it the same way
+// (runner::optim::python_number); in float32 nothing changes.
 class PyTorchSgd final : public torch::optim::SGD {
  public:
   using torch::optim::SGD::SGD;
@@ -45,7 +44,7 @@ class PyTorchSgd final : public torch::optim::SGD {
       });
       torch::Tensor& buffer = state.momentum_buffer();
       if (!made)
-        buffer.mul_(at::native::wrapped_scalar_tensor(o.momentum())).add_(grad, 1 - o.dampening());
+        buffer.mul_(runner::optim::python_number(o.momentum())).add_(grad, 1 - o.dampening());
       grad = o.nesterov() ? grad.add(buffer, o.momentum()) : buffer;
     }
     p.add_(grad, -o.lr());
