@@ -99,9 +99,18 @@ std::optional<std::string> config_value(const nlohmann::json& config, const std:
   return std::nullopt;
 }
 
-// Splits one experiment's runs into two sides by the value of a key.
+// A trial's value of a dotted key as --by and --where read it: "(default)"
+// when the identity leaves the key out (see split_by).
+std::string value_or_default(const nlohmann::json& config, const std::string& key) {
+  return config_value(config, key).value_or("(default)");
+}
+
+// Splits one experiment's runs into two sides by the value of a key, among
+// the trials that match every `where` ("KEY=VALUE"): side A has `baseline`
+// (default: the first value), side B `versus` (default: the only other one).
 std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
-                               const std::string& key, const std::string& baseline) {
+                               const std::string& key, const std::string& baseline,
+                               const std::string& versus, const std::vector<std::string>& where) {
   if (selector.rfind("experiment:", 0) != 0)
     throw Error("--by needs one experiment:NAME selector, found '" + selector + "'",
                 "e.g. runner compare experiment:amp --by train.precision");
@@ -110,6 +119,14 @@ std::pair<Side, Side> split_by(const store::Store& db, const std::string& select
   if (trials.empty())
     throw Error("no experiment named '" + name + "' in the database",
                 "run 'runner runs' to see the recorded experiments");
+  std::vector<std::pair<std::string, std::string>> filters;
+  for (const std::string& w : where) {
+    const auto eq = w.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error("--where must be KEY=VALUE, found '" + w + "'",
+                  "e.g. --where model.plugin=resnet (strings without quotes)");
+    filters.emplace_back(w.substr(0, eq), w.substr(eq + 1));
+  }
   std::map<std::string, std::vector<std::int64_t>> groups;
   std::vector<std::string> order;
   // A key at its default is left out of a trial's configuration when it
@@ -117,16 +134,24 @@ std::pair<Side, Side> split_by(const store::Store& db, const std::string& select
   // = false, ...): such trials form the group "(default)". A key no trial
   // has is a mistake.
   bool found = false;
+  std::size_t kept = 0;
   for (const auto& t : trials) {
-    const auto value = config_value(parse_json(t.config_json), key);
-    found = found || value.has_value();
-    const std::string label = value ? *value : "(default)";
+    const nlohmann::json config = parse_json(t.config_json);
+    found = found || config_value(config, key).has_value();
+    bool match = true;
+    for (const auto& [k, v] : filters) match = match && value_or_default(config, k) == v;
+    if (!match) continue;
+    ++kept;
+    const std::string label = value_or_default(config, key);
     if (!groups.count(label)) order.push_back(label);
     groups[label].push_back(t.id);
   }
   if (!found)
     throw Error("--by " + key + ": no trial of '" + name + "' has such a key",
                 "use a dotted key of the experiment file, e.g. train.steps or model.hidden");
+  if (kept == 0)
+    throw Error("--where " + join(where, " --where ") + ": no trial of '" + name + "' matches",
+                "the trial labels in 'runner runs' show each trial's swept keys");
   if (groups.size() < 2)
     throw Error("--by " + key + ": every trial of '" + name + "' has " + key + " = " + order[0] +
                 ", so there is nothing to compare");
@@ -138,15 +163,25 @@ std::pair<Side, Side> split_by(const store::Store& db, const std::string& select
   std::vector<std::string> others;
   for (const auto& v : order)
     if (v != a_value) others.push_back(v);
-  if (others.size() > 1)
-    throw Error("--by " + key + " splits '" + name + "' into " + std::to_string(order.size()) +
-                    " groups (" + join(order, ", ") + "); compare exactly two",
-                "restrict the sweep, or compare trials directly: runner compare trial:N trial:M");
+  std::string b_value = versus;
+  if (!b_value.empty() && (b_value == a_value || !groups.count(b_value)))
+    throw Error("--versus " + versus + ": no other trial of '" + name + "' has " + key + " = " +
+                    versus,
+                "values found: " + join(order, ", "));
+  if (b_value.empty()) {
+    if (others.size() > 1)
+      throw Error("--by " + key + " splits '" + name + "' into " + std::to_string(order.size()) +
+                      " groups (" + join(order, ", ") + "); compare exactly two",
+                  "pick them with --baseline VALUE --versus VALUE, or compare trials directly: "
+                  "runner compare trial:N trial:M");
+    b_value = others[0];
+  }
   Side a, b;
-  a.name = key + "=" + a_value;
-  b.name = key + "=" + others[0];
+  const std::string scope = filters.empty() ? "" : " (" + join(where, ", ") + ")";
+  a.name = key + "=" + a_value + scope;
+  b.name = key + "=" + b_value + scope;
   for (auto id : groups[a_value]) add_trial(db, id, a);
-  for (auto id : groups[others[0]]) add_trial(db, id, b);
+  for (auto id : groups[b_value]) add_trial(db, id, b);
   return {std::move(a), std::move(b)};
 }
 
@@ -162,15 +197,37 @@ std::vector<double> values_of(const Side& side, const std::string& metric) {
   return out;
 }
 
-struct Row {
-  std::string metric;
-  std::string unit;
+// What a metric is, for its verdict's words: a time ("faster" when B takes
+// less), a throughput, a memory peak ("smaller" when B needs less) or a
+// model's quality on held-out data ("better" when B's is better).
+enum class MetricKind { time, throughput, memory, quality };
+
+struct MetricSpec {
+  std::string name;
   Direction direction;
+  MetricKind kind;
+};
+
+struct Row {
+  MetricSpec spec;
   store::Comparison result;
 };
 
-std::string fmt(double v, const std::string& unit) {
-  return unit == "ns" ? format_ns(v) : format_number(v);
+std::string fmt(double v, MetricKind kind) {
+  if (kind == MetricKind::time) return format_ns(v);
+  if (kind == MetricKind::memory) return format_number(v / 1e6) + " MB";
+  return format_number(v);
+}
+
+// The verdict in the metric's own words.
+std::string verdict_text(const Row& row) {
+  const store::Verdict v = row.result.verdict;
+  if (v == store::Verdict::no_significant_difference || row.spec.kind == MetricKind::time ||
+      row.spec.kind == MetricKind::throughput)
+    return std::string(store::verdict_name(v));
+  const bool b_better = v == store::Verdict::faster;
+  if (row.spec.kind == MetricKind::memory) return b_better ? "smaller" : "larger";
+  return b_better ? "better" : "worse";
 }
 
 std::string fixed(double v, int digits) {
@@ -189,7 +246,10 @@ int handle_compare(const Args& args, const Global& global) {
     if (args.positionals.size() != 1)
       throw Error("with --by, give one experiment:NAME selector, found " +
                   std::to_string(args.positionals.size()));
-    std::tie(a, b) = split_by(db, args.positionals[0], by, args.get("--baseline"));
+    std::vector<std::string> where;
+    if (auto it = args.values.find("--where"); it != args.values.end()) where = it->second;
+    std::tie(a, b) = split_by(db, args.positionals[0], by, args.get("--baseline"),
+                              args.get("--versus"), where);
   } else {
     if (args.positionals.size() != 2)
       throw Error("runner compare: expected two selectors A and B, found " +
@@ -225,17 +285,24 @@ int handle_compare(const Args& args, const Global& global) {
 
   const bool train = a.runs.front().row.kind == RunKind::train;
   const std::string headline = train ? "step_time" : "latency";
-  std::vector<std::pair<std::string, Direction>> metrics = {{headline, Direction::lower_is_better}};
+  constexpr Direction lower = Direction::lower_is_better, higher = Direction::higher_is_better;
+  std::vector<MetricSpec> metrics = {{headline, lower, MetricKind::time}};
   for (const store::PhaseInfo& phase : store::kPhases)
-    metrics.push_back({phase.name, Direction::lower_is_better});
-  metrics.push_back({"samples_per_s", Direction::higher_is_better});
-  metrics.push_back({"tokens_per_s", Direction::higher_is_better});
+    metrics.push_back({phase.name, lower, MetricKind::time});
+  metrics.push_back({"samples_per_s", higher, MetricKind::throughput});
+  metrics.push_back({"tokens_per_s", higher, MetricKind::throughput});
+  // The other side of a time/memory trade (checkpointing, precision), and
+  // what a faster recipe may have cost in quality, in the same comparison.
+  metrics.push_back({"peak_cpu_alloc_bytes", lower, MetricKind::memory});
+  metrics.push_back({"peak_cuda_allocated_bytes", lower, MetricKind::memory});
+  metrics.push_back({"eval_loss", lower, MetricKind::quality});
+  metrics.push_back({"eval_accuracy", higher, MetricKind::quality});
+  metrics.push_back({"eval_perplexity", lower, MetricKind::quality});
   std::vector<Row> rows;
-  for (const auto& [metric, direction] : metrics) {
-    const auto va = values_of(a, metric), vb = values_of(b, metric);
+  for (const MetricSpec& metric : metrics) {
+    const auto va = values_of(a, metric.name), vb = values_of(b, metric.name);
     if (va.empty() || vb.empty()) continue;
-    rows.push_back({metric, direction == Direction::lower_is_better ? "ns" : "1/s", direction,
-                    store::compare_samples(va, vb, direction)});
+    rows.push_back({metric, store::compare_samples(va, vb, metric.direction)});
   }
   bool gate_failed = false;
   if (fail_above >= 0 && !rows.empty()) gate_failed = store::regression_beyond(rows.front().result, fail_above);
@@ -257,12 +324,12 @@ int handle_compare(const Args& args, const Global& global) {
     std::cout << "],\"metrics\":[";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i].result;
-      std::cout << (i ? "," : "") << "{\"metric\":" << json_quote(rows[i].metric)
+      std::cout << (i ? "," : "") << "{\"metric\":" << json_quote(rows[i].spec.name)
                 << ",\"n_a\":" << r.n_a << ",\"n_b\":" << r.n_b << ",\"median_a\":" << r.median_a
                 << ",\"median_b\":" << r.median_b << ",\"ratio\":" << r.ratio.ratio
                 << ",\"ci_lower\":" << r.ratio.lower << ",\"ci_upper\":" << r.ratio.upper
                 << ",\"p_value\":" << r.test.p_value << ",\"verdict\":"
-                << json_quote(std::string(store::verdict_name(r.verdict)))
+                << json_quote(verdict_text(rows[i]))
                 << ",\"reliable\":" << (r.reliable ? "true" : "false") << "}";
     }
     std::cout << "],\"regression\":" << (gate_failed ? "true" : "false") << "}\n";
@@ -270,10 +337,10 @@ int handle_compare(const Args& args, const Global& global) {
     std::cout << "metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,verdict,reliable\n";
     for (const auto& row : rows) {
       const auto& r = row.result;
-      std::cout << row.metric << "," << r.n_a << "," << r.n_b << "," << r.median_a << ","
+      std::cout << row.spec.name << "," << r.n_a << "," << r.n_b << "," << r.median_a << ","
                 << r.median_b << "," << r.ratio.ratio << "," << r.ratio.lower << ","
-                << r.ratio.upper << "," << r.test.p_value << ","
-                << store::verdict_name(r.verdict) << "," << (r.reliable ? "true" : "false") << "\n";
+                << r.ratio.upper << "," << r.test.p_value << "," << verdict_text(row) << ","
+                << (r.reliable ? "true" : "false") << "\n";
     }
   } else {
     std::cout << "A: " << terminal_safe(a.name) << " (" << a.runs.size() << " finished run(s))\n"
@@ -300,10 +367,10 @@ int handle_compare(const Args& args, const Global& global) {
     Table table({"metric", "A median", "B median", "B/A", "95% CI", "p", "verdict"});
     for (const auto& row : rows) {
       const auto& r = row.result;
-      table.add({row.metric, fmt(r.median_a, row.unit), fmt(r.median_b, row.unit),
+      table.add({row.spec.name, fmt(r.median_a, row.spec.kind), fmt(r.median_b, row.spec.kind),
                  fixed(r.ratio.ratio, 3),
                  "[" + fixed(r.ratio.lower, 3) + ", " + fixed(r.ratio.upper, 3) + "]",
-                 fixed(r.test.p_value, 4), std::string(store::verdict_name(r.verdict))});
+                 fixed(r.test.p_value, 4), verdict_text(row)});
     }
     table.print(std::cout);
     std::cout << "\nper-run medians over repetitions; Mann-Whitney U (two-sided), bootstrap CI of "
@@ -313,7 +380,7 @@ int handle_compare(const Args& args, const Global& global) {
       const auto pct = [](const std::optional<double>& cv) {
         return cv ? fixed(*cv * 100, 1) + "%" : std::string("-");
       };
-      std::cout << "run-to-run variation of " << rows.front().metric << ": A " << pct(r.cv_a)
+      std::cout << "run-to-run variation of " << rows.front().spec.name << ": A " << pct(r.cv_a)
                 << ", B " << pct(r.cv_b) << " (coefficient of variation of per-run medians)\n";
     }
     if (!reliable) std::cout << "warning: " << store::kUnreliableMessage << "\n";
@@ -337,6 +404,9 @@ Command compare_command() {
   def.options = {
       {"--by", "KEY", "split one experiment:NAME into two sides by a swept key", false},
       {"--baseline", "VALUE", "with --by: the value that is side A (default: the first)", false},
+      {"--versus", "VALUE", "with --by: the value that is side B (default: the only other)",
+       false},
+      {"--where", "KEY=VALUE", "with --by: only trials with this value of KEY", true},
       {"--fail-above", "PCT", "exit 1 if B is slower than A by more than PCT % (significant)",
        false},
       {"--format", "FORMAT", "table (default), json or csv", false},

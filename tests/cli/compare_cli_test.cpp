@@ -5,10 +5,13 @@
 // by one run here, which would fail 5 % of the time by design.)
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 
+#include "runner/store/store.hpp"
 #include "support/cli_harness.hpp"
 
 namespace {
@@ -127,6 +130,124 @@ TEST_F(CompareCliTest, BadSelectorsAreInputErrors) {
   r = run("compare trial:1 trial:2 --format xml");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "error: --format must be table, json or csv, found 'xml'\n");
+}
+
+// A recipe's trade in one comparison: memory and held-out quality beside
+// time, each verdict in the metric's own words; and --by on a sweep of more
+// than two values over two models. Runs recorded through the store: two
+// models x precision (default) | amp_bf16 | bf16, five runs each. On the
+// resnet, bf16 steps 10 % slower than the default, needs half the memory and
+// scores worse; the lm's figures are far from the resnet's, so a side that
+// mixed the models would show it.
+class CompareTradeTest : public runner::test::CliTestBase {
+ protected:
+  CompareTradeTest() : CliTestBase("runner-compare-trade-") {
+    runner::store::Store store = runner::store::Store::open(db_);
+    const auto e = store.upsert_experiment("trade", "/exp/trade.toml", "[experiment]\n");
+    const auto fingerprint = store.upsert_fingerprint("fp", R"({"host.hostname":"box"})");
+    for (const std::string model : {"resnet", "lm"}) {
+      for (const std::string precision : {"", "amp_bf16", "bf16"}) {
+        const std::string config =
+            R"({"model":{"plugin":")" + model + R"("},"train":{"steps":10)" +
+            (precision.empty() ? "" : R"(,"precision":")" + precision + "\"") + "}}";
+        runner::store::RunStart start;
+        start.trial_id = store.upsert_trial(e, config, config, config, model + " " + precision);
+        start.fingerprint_id = fingerprint;
+        ids_[model + " " + precision] = start.trial_id;
+        const double scale = model == "resnet" ? 1 : 7;
+        const bool slow = precision == "bf16";
+        for (int i = 0; i < 5; ++i) {
+          start.repeat_index = i;
+          const auto run = store.begin_run(start);
+          runner::store::Summary summary;
+          summary.metric = "step_time";
+          summary.unit = "ns";
+          summary.n = 10;
+          summary.p50 = summary.mean = scale * ((slow ? 110e6 : 100e6) + i * 1e5);
+          store.finish_run(
+              run, runner::store::RunStatus::finished, "", {summary},
+              {{"peak_cpu_alloc_bytes", scale * ((slow ? 100e6 : 200e6) + i * 1e3), "B"},
+               {"eval_accuracy", (slow ? 0.70 : 0.80) / scale + i * 1e-3, ""},
+               {"eval_loss", scale * ((slow ? 0.6 : 0.5) + i * 1e-3), ""}});
+        }
+      }
+    }
+  }
+  Result runner(const std::string& args) const {
+    return runner::test::run_runner(args, dir_, {db_, {}});
+  }
+  Result compare(const std::string& format) const {
+    return runner("compare trial:" + std::to_string(ids_.at("resnet ")) + " trial:" +
+                  std::to_string(ids_.at("resnet bf16")) + " --format " + format);
+  }
+  static std::string verdict_of(const std::string& table, const std::string& metric) {
+    std::istringstream in(table);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(metric + " ", 0) == 0) return line.substr(line.find_last_of(' ') + 1);
+    return "(no row)";
+  }
+  std::map<std::string, std::int64_t> ids_;
+};
+
+TEST_F(CompareTradeTest, MemoryAndQualityAreComparedBesideTime) {
+  const Result table = compare("table");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_EQ(verdict_of(table.out, "step_time"), "slower") << table.out;
+  EXPECT_EQ(verdict_of(table.out, "peak_cpu_alloc_bytes"), "smaller") << table.out;
+  EXPECT_EQ(verdict_of(table.out, "eval_accuracy"), "worse") << table.out;
+  EXPECT_EQ(verdict_of(table.out, "eval_loss"), "worse") << table.out;
+  EXPECT_NE(table.out.find("peak_cpu_alloc_bytes    200 MB    100 MB  0.500"), std::string::npos)
+      << table.out;
+  const Result csv = compare("csv");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_NE(csv.out.find("\npeak_cpu_alloc_bytes,5,5,2.00002e+08,1.00002e+08,"), std::string::npos)
+      << csv.out;
+  EXPECT_NE(csv.out.find(",smaller,true\n"), std::string::npos) << csv.out;
+  const Result json = compare("json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"metric\":\"eval_accuracy\",\"n_a\":5,\"n_b\":5"), std::string::npos)
+      << json.out;
+  EXPECT_NE(json.out.find("\"verdict\":\"worse\""), std::string::npos) << json.out;
+}
+
+TEST_F(CompareTradeTest, ByPicksTwoValuesAmongTheTrialsWhere) {
+  const std::string by = "compare experiment:trade --by train.precision";
+  Result r = runner(by + " --versus bf16 --where model.plugin=resnet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("A: train.precision=(default) (model.plugin=resnet) (5 finished run(s))\n"
+                       "B: train.precision=bf16 (model.plugin=resnet) (5 finished run(s))\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(verdict_of(r.out, "step_time"), "slower") << r.out;
+  EXPECT_EQ(verdict_of(r.out, "peak_cpu_alloc_bytes"), "smaller") << r.out;
+  // Without --where, each side holds both models' runs.
+  r = runner(by + " --baseline amp_bf16 --versus bf16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("A: train.precision=amp_bf16 (10 finished run(s))"), std::string::npos)
+      << r.out;
+
+  r = runner(by);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "error: --by train.precision splits 'trade' into 3 groups ((default), amp_bf16, "
+            "bf16); compare exactly two\n"
+            "hint: pick them with --baseline VALUE --versus VALUE, or compare trials directly: "
+            "runner compare trial:N trial:M\n");
+  r = runner(by + " --versus fp16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "error: --versus fp16: no other trial of 'trade' has train.precision = fp16\n"
+            "hint: values found: (default), amp_bf16, bf16\n");
+  r = runner(by + " --where model.plugin=vgg");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "error: --where model.plugin=vgg: no trial of 'trade' matches\n"
+            "hint: the trial labels in 'runner runs' show each trial's swept keys\n");
+  r = runner(by + " --where model.plugin");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "error: --where must be KEY=VALUE, found 'model.plugin'\n"
+            "hint: e.g. --where model.plugin=resnet (strings without quotes)\n");
 }
 
 }  // namespace

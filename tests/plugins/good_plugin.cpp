@@ -1,8 +1,10 @@
-// Test plugin: a well-formed library registering a tiny model and a loader.
-// The model can be told to fail or diverge at a given step, so the engine's
-// failure paths are exercised through a real shared library.
+// Test plugin: a well-formed library registering a tiny model, a loader, an
+// optimizer and comm hooks that misbehave on purpose. The model can be told
+// to fail or diverge at a given step, so the engine's failure paths are
+// exercised through a real shared library.
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
 
 #include <runner/sdk.hpp>
 
@@ -12,8 +14,8 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace {
@@ -103,6 +105,38 @@ class TruncatingHook final : public runner::CommHook {
   }
 };
 
+// An optimizer that steps copies of the model's parameters, not the
+// parameters themselves: what amp_fp16 must refuse, since its scaler unscales
+// the gradients of the parameters the optimizer holds.
+class CopyingSgd final : public runner::Optimizer {
+ public:
+  explicit CopyingSgd(const runner::OptimizerContext& ctx)
+      : sgd_(copies(ctx.parameters), torch::optim::SGDOptions(0.1)) {}
+  torch::optim::Optimizer& get() override { return sgd_; }
+
+ private:
+  static std::vector<torch::Tensor> copies(const std::vector<torch::Tensor>& parameters) {
+    std::vector<torch::Tensor> out;
+    for (const auto& p : parameters) out.push_back(p.detach().clone().requires_grad_(true));
+    return out;
+  }
+  torch::optim::SGD sgd_;
+};
+
+// Counts its own calls and reports the count as the bytes it sent, so a
+// test reads from comm_bytes_per_step how often the engine reduced; returns
+// the bucket as it is.
+class CallCountingHook final : public runner::CommHook {
+ public:
+  runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
+                            c10d::ProcessGroup&) override {
+    return {bucket, ++calls_};
+  }
+
+ private:
+  std::int64_t calls_ = 0;
+};
+
 // Writes to a socket whose peer has closed, as Gloo does when another rank
 // has died, then returns the bucket as it is. The write must fail with EPIPE:
 // a process that does not ignore SIGPIPE is killed by it instead.
@@ -139,6 +173,14 @@ void register_plugins(runner::Registrar& r) {
               [](const runner::Options& o, const runner::ModelContext& ctx) {
                 return std::make_unique<TinyLinear>(o, ctx);
               });
+  r.add_optimizer("copying_sgd", "SGD over copies of the parameters (test plugin)",
+                  runner::OptionSchema{},
+                  [](const runner::Options&, const runner::OptimizerContext& ctx) {
+                    return std::make_unique<CopyingSgd>(ctx);
+                  });
+  r.add_comm_hook("call_counting", "reports its call count as its bytes (test plugin)",
+                  runner::OptionSchema{},
+                  [](const runner::Options&) { return std::make_unique<CallCountingHook>(); });
   r.add_comm_hook("closed_peer", "writes to a closed socket, as Gloo after a rank died (test plugin)",
                   runner::OptionSchema{},
                   [](const runner::Options&) { return std::make_unique<ClosedPeerHook>(); });

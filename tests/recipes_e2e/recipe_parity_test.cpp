@@ -368,9 +368,10 @@ class RecipeInputTest : public runner::test::CliTestBase {
   // `runner run` and `runner validate` exit 2 with `message` at `assignment`
   // on the first line of stderr; no run is recorded.
   void expect_refused(const fs::path& file, const std::string& assignment,
-                      const std::string& message) const {
+                      const std::string& message, const fs::path& plugins = {}) const {
     for (const std::string command : {"run", "validate"}) {
-      const Result r = runner::test::run_runner(command + " " + file.string(), dir_, {db_, {}});
+      const Result r =
+          runner::test::run_runner(command + " " + file.string(), dir_, {db_, plugins});
       EXPECT_EQ(r.code, 2) << command << "\n" << r.err;
       EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
                 "error: " + file.string() + ":" + position(file, assignment) + ": " + message)
@@ -406,6 +407,15 @@ TEST_F(RecipeInputTest, OneCycleOnAnOptimizerWithoutMomentum) {
                  "type = \"one_cycle\"",
                  "schedule type \"one_cycle\" cycles the momentum, but optimizer 'adagrad' has "
                  "none");
+}
+
+TEST_F(RecipeInputTest, AmpFp16WithAnOptimizerThatCannotUnscale) {
+  expect_refused(experiment("plugin = \"copying_sgd\"\n", "precision = \"amp_fp16\"\n"),
+                 "precision = \"amp_fp16\"",
+                 "precision \"amp_fp16\" unscales the gradients of the optimizer's parameter "
+                 "groups, but optimizer 'copying_sgd' does not hold the model's parameters in its "
+                 "groups",
+                 runner::test::test_plugins("good"));
 }
 
 TEST_F(RecipeInputTest, ChannelsLastOnFlatSamples) {

@@ -312,6 +312,22 @@ TEST_F(EngineTest, AWriteToADeadPeerFailsInsteadOfKillingTheRank) {
   EXPECT_EQ(now.sa_handler, SIG_DFL);
 }
 
+// Gradient accumulation reduces once per optimizer step, after the last
+// micro-batch (DDP's no_sync on the others), not once per micro-batch.
+TEST_F(EngineTest, AccumulationReducesOncePerOptimizerStep) {
+  for (const std::int64_t accumulate : {1, 3}) {
+    runner::Experiment e = distributed(tiny_experiment(-1, -1), 2, "call_counting");
+    e.train.accumulate = accumulate;
+    const auto out = run(e);
+    ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
+    ASSERT_EQ(metric(out, "comm_buckets"), 1);
+    // The hook's calls so far are its "bytes": one per step, warm-up included.
+    const double steps = metric(out, "warmup_steps") + metric(out, "measured_steps");
+    EXPECT_EQ(steps, 22) << "accumulate = " << accumulate;
+    EXPECT_EQ(metric(out, "comm_bytes_per_step"), steps) << "accumulate = " << accumulate;
+  }
+}
+
 TEST_F(EngineTest, AnotherRanksExceptionFailsTheRunNamingThatRank) {
   const auto out = run(distributed(with(tiny_experiment(5, -1), "fail_rank", 1), 2));
   EXPECT_EQ(out.status, runner::store::RunStatus::failed);
