@@ -173,9 +173,17 @@ void register_plugins(runner::Registrar& r) {
               [](const runner::Options& o, const runner::ModelContext& ctx) {
                 return std::make_unique<TinyLinear>(o, ctx);
               });
+  // impl = "fused" is refused as a fused impl on a device without its
+  // kernel is (runner::OptionError naming the option), for the host to
+  // report at the option's position in the experiment file.
+  runner::OptionSchema copying_options;
+  copying_options.string("impl", "loop", "loop, or fused (always refused)").one_of({"loop", "fused"});
   r.add_optimizer("copying_sgd", "SGD over copies of the parameters (test plugin)",
-                  runner::OptionSchema{},
-                  [](const runner::Options&, const runner::OptimizerContext& ctx) {
+                  std::move(copying_options),
+                  [](const runner::Options& o, const runner::OptimizerContext& ctx) {
+                    if (o.string("impl") == "fused")
+                      throw runner::OptionError("impl", "impl = \"fused\" has no kernel for "
+                                                        "device '" + ctx.device.str() + "'");
                     return std::make_unique<CopyingSgd>(ctx);
                   });
   r.add_comm_hook("call_counting", "reports its call count as its bytes (test plugin)",

@@ -418,6 +418,17 @@ TEST_F(RecipeInputTest, AmpFp16WithAnOptimizerThatCannotUnscale) {
                  runner::test::test_plugins("good"));
 }
 
+// What a fused impl on a device without its kernel raises (runner::OptionError
+// from the optimizer's factory; the real refusal's text is in optim_test),
+// reported where the file sets the option.
+TEST_F(RecipeInputTest, AnOptimizersRefusedImplIsReportedAtTheOption) {
+  expect_refused(experiment("plugin = \"copying_sgd\"\nimpl = \"fused\"\n", ""),
+                 "impl = \"fused\"",
+                 "'optimizer.impl' of optimizer plugin 'copying_sgd': impl = \"fused\" has no "
+                 "kernel for device 'cpu'",
+                 runner::test::test_plugins("good"));
+}
+
 TEST_F(RecipeInputTest, ChannelsLastOnFlatSamples) {
   expect_refused(experiment(sgd_, "", "", "channels_last = true\n"), "channels_last = true",
                  "model.channels_last needs image samples [channels, height, width]; the "
