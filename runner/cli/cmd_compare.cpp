@@ -137,12 +137,13 @@ std::pair<Side, Side> split_by(const store::Store& db, const std::string& select
   std::size_t kept = 0;
   for (const auto& t : trials) {
     const nlohmann::json config = parse_json(t.config_json);
-    found = found || config_value(config, key).has_value();
+    const std::optional<std::string> value = config_value(config, key);
+    found = found || value.has_value();
     bool match = true;
     for (const auto& [k, v] : filters) match = match && value_or_default(config, k) == v;
     if (!match) continue;
     ++kept;
-    const std::string label = value_or_default(config, key);
+    const std::string label = value.value_or("(default)");
     if (!groups.count(label)) order.push_back(label);
     groups[label].push_back(t.id);
   }

@@ -180,6 +180,12 @@ class CompareTradeTest : public runner::test::CliTestBase {
     return runner("compare trial:" + std::to_string(ids_.at("resnet ")) + " trial:" +
                   std::to_string(ids_.at("resnet bf16")) + " --format " + format);
   }
+  // The command is bad input: exit 2 with exactly `err`.
+  void expect_refused(const std::string& args, const std::string& err) const {
+    const Result r = runner(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_EQ(r.err, err) << args;
+  }
   static std::string verdict_of(const std::string& table, const std::string& metric) {
     std::istringstream in(table);
     for (std::string line; std::getline(in, line);)
@@ -226,28 +232,20 @@ TEST_F(CompareTradeTest, ByPicksTwoValuesAmongTheTrialsWhere) {
   EXPECT_NE(r.out.find("A: train.precision=amp_bf16 (10 finished run(s))"), std::string::npos)
       << r.out;
 
-  r = runner(by);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err,
-            "error: --by train.precision splits 'trade' into 3 groups ((default), amp_bf16, "
-            "bf16); compare exactly two\n"
-            "hint: pick them with --baseline VALUE --versus VALUE, or compare trials directly: "
-            "runner compare trial:N trial:M\n");
-  r = runner(by + " --versus fp16");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err,
-            "error: --versus fp16: no other trial of 'trade' has train.precision = fp16\n"
-            "hint: values found: (default), amp_bf16, bf16\n");
-  r = runner(by + " --where model.plugin=vgg");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err,
-            "error: --where model.plugin=vgg: no trial of 'trade' matches\n"
-            "hint: the trial labels in 'runner runs' show each trial's swept keys\n");
-  r = runner(by + " --where model.plugin");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err,
-            "error: --where must be KEY=VALUE, found 'model.plugin'\n"
-            "hint: e.g. --where model.plugin=resnet (strings without quotes)\n");
+  expect_refused(by,
+                 "error: --by train.precision splits 'trade' into 3 groups ((default), amp_bf16, "
+                 "bf16); compare exactly two\n"
+                 "hint: pick them with --baseline VALUE --versus VALUE, or compare trials "
+                 "directly: runner compare trial:N trial:M\n");
+  expect_refused(by + " --versus fp16",
+                 "error: --versus fp16: no other trial of 'trade' has train.precision = fp16\n"
+                 "hint: values found: (default), amp_bf16, bf16\n");
+  expect_refused(by + " --where model.plugin=vgg",
+                 "error: --where model.plugin=vgg: no trial of 'trade' matches\n"
+                 "hint: the trial labels in 'runner runs' show each trial's swept keys\n");
+  expect_refused(by + " --where model.plugin",
+                 "error: --where must be KEY=VALUE, found 'model.plugin'\n"
+                 "hint: e.g. --where model.plugin=resnet (strings without quotes)\n");
 }
 
 }  // namespace
