@@ -56,6 +56,23 @@ std::string Experiment::resolved_json() const {
     section["batch_size"] = data_settings.batch_size;
     section["shuffle"] = data_settings.shuffle;
     section["drop_last"] = data_settings.drop_last;
+    // Only when not the default: experiments without them keep their hashes.
+    const DataSettings defaults;
+    if (data_settings.workers != defaults.workers) section["workers"] = data_settings.workers;
+    if (data_settings.workers > 0 && data_settings.prefetch != defaults.prefetch)
+      section["prefetch"] = data_settings.prefetch;
+    if (data_settings.pin_memory) section["pin_memory"] = true;
+    if (data_settings.on_error != defaults.on_error) section["on_error"] = data_settings.on_error;
+    if (data_settings.shuffle_buffer != defaults.shuffle_buffer)
+      section["shuffle_buffer"] = data_settings.shuffle_buffer;
+    const AugmentSettings& a = data_settings.augment;
+    if (!a.resize.empty()) section["resize"] = a.resize;
+    if (!a.center_crop.empty()) section["center_crop"] = a.center_crop;
+    if (!a.random_crop.empty()) section["random_crop"] = a.random_crop;
+    if (a.crop_padding != 0) section["crop_padding"] = a.crop_padding;
+    if (a.hflip != 0) section["hflip"] = a.hflip;
+    if (!a.normalize_mean.empty()) section["normalize_mean"] = a.normalize_mean;
+    if (!a.normalize_std.empty()) section["normalize_std"] = a.normalize_std;
     root["data"] = std::move(section);
   }
   if (optimizer) root["optimizer"] = json_of(*optimizer);

@@ -96,6 +96,8 @@ class ParsedExperiment {
   void read_section(const Section& section, HostConfig& config) const;
   void read_path_list(const toml::node& node, const std::string& dotted, Experiment& e) const;
   [[nodiscard]] std::string read_path(const toml::node& node, const std::string& dotted) const;
+  /// A path option's value (string or list of strings), made absolute like read_path.
+  [[nodiscard]] OptionValue resolve_paths(const OptionValue& value, const toml::node& node) const;
   void check_weights(const std::vector<Section>& sections, HostConfig& config) const;
   void check_save_to(std::int64_t repeats) const;
   void check_required_sections(const HostConfig& config) const;
@@ -466,6 +468,24 @@ std::string ParsedExperiment::read_path(const toml::node& node, const std::strin
   return fs::absolute(p).lexically_normal().string();
 }
 
+OptionValue ParsedExperiment::resolve_paths(const OptionValue& value,
+                                            const toml::node& node) const {
+  const auto* origin = check_.origin_of(node);
+  const fs::path folder = origin != nullptr ? origin->folder : defaults_.source->path.parent_path();
+  auto resolve = [&](const std::string& text) {
+    fs::path p(text);
+    if (!text.empty() && p.is_relative()) p = folder / p;
+    return text.empty() ? text : fs::absolute(p).lexically_normal().string();
+  };
+  if (const auto* one = std::get_if<std::string>(&value)) return OptionValue{resolve(*one)};
+  if (const auto* many = std::get_if<std::vector<std::string>>(&value)) {
+    std::vector<std::string> out;
+    for (const auto& text : *many) out.push_back(resolve(text));
+    return OptionValue{std::move(out)};
+  }
+  return value;
+}
+
 void ParsedExperiment::read_path_list(const toml::node& node, const std::string& dotted,
                                       Experiment& e) const {
   // Relative to the file that writes the path, so an experiment and its
@@ -579,6 +599,7 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
       throw check_.error(item, message, hint);
     }
     values[item.key] = check_.read(*option, *item.node, spec.name + "." + item.key, hint);
+    if (option->is_path) values[item.key] = resolve_paths(values[item.key], *item.node);
     where[item.key] = check_.at(*item.node);
   }
   for (const auto& option : plugin->schema.specs()) {

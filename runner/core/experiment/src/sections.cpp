@@ -87,6 +87,28 @@ const std::string& str(const OptionValue& v) { return std::get<std::string>(v); 
 std::int64_t int_of(const OptionValue& v) { return std::get<std::int64_t>(v); }
 bool bool_of(const OptionValue& v) { return std::get<bool>(v); }
 double num(const OptionValue& v) { return std::get<double>(v); }
+const std::vector<std::int64_t>& ints(const OptionValue& v) {
+  return std::get<std::vector<std::int64_t>>(v);
+}
+const std::vector<double>& numbers(const OptionValue& v) { return std::get<std::vector<double>>(v); }
+
+// An image size without a default: [n] or [height, width], each in [1, kMaxImageSide].
+HostKey size_key(std::string name, std::string doc, Apply apply) {
+  HostKey key{spec_of(std::move(name), OptionType::integer_list, std::nullopt, std::move(doc)),
+              apply};
+  key.spec.min = 1;
+  key.spec.max = static_cast<double>(kMaxImageSide);
+  key.spec.items(1, 2);
+  return key;
+}
+
+// Per-channel values without a default (normalisation).
+HostKey channels_key(std::string name, std::string doc, Apply apply) {
+  HostKey key{spec_of(std::move(name), OptionType::number_list, std::nullopt, std::move(doc)),
+              apply};
+  key.spec.items(1, kMaxChannels);
+  return key;
+}
 
 }  // namespace
 
@@ -210,7 +232,63 @@ const std::vector<SectionSpec>& section_specs() {
                   boolean_key("drop_last", true, "drop a final partial batch",
                               [](Experiment& e, const OptionValue& v) {
                                 e.data_settings.drop_last = bool_of(v);
-                              })}});
+                              }),
+                  integer_key("workers", 0, 0, kMaxDataWorkers,
+                              "threads that read and augment batches; 0: on the training thread",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.data_settings.workers = int_of(v);
+                              }),
+                  integer_key("prefetch", 2, 1, kMaxPrefetch,
+                              "batches in flight per worker (workers > 0)",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.data_settings.prefetch = int_of(v);
+                              }),
+                  boolean_key("pin_memory", false,
+                              "batches in pinned host memory, copied to the GPU on a side "
+                              "stream (CUDA runs only)",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.data_settings.pin_memory = bool_of(v);
+                              }),
+                  string_key("on_error", "fail", {"fail", "skip"},
+                             "a sample that cannot be read: fail the run, or skip it (counted)",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.data_settings.on_error = str(v);
+                             }),
+                  integer_key("shuffle_buffer", 1024, 1, kMaxShuffleBuffer,
+                              "streaming data sets: samples shuffled together (shuffle = true)",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.data_settings.shuffle_buffer = int_of(v);
+                              }),
+                  size_key("resize", "resize: [n] the shorter side to n, [height, width] exactly",
+                           [](Experiment& e, const OptionValue& v) {
+                             e.data_settings.augment.resize = ints(v);
+                           }),
+                  size_key("center_crop", "crop the center: [n] or [height, width]",
+                           [](Experiment& e, const OptionValue& v) {
+                             e.data_settings.augment.center_crop = ints(v);
+                           }),
+                  size_key("random_crop",
+                           "crop a random window: [n] or [height, width] (after crop_padding)",
+                           [](Experiment& e, const OptionValue& v) {
+                             e.data_settings.augment.random_crop = ints(v);
+                           }),
+                  integer_key("crop_padding", 0, 0, kMaxImageSide,
+                              "zero padding on every side before random_crop",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.data_settings.augment.crop_padding = int_of(v);
+                              }),
+                  number_key("hflip", 0.0, 0.0, 1.0, "probability of a horizontal flip",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.data_settings.augment.hflip = num(v);
+                             }),
+                  channels_key("normalize_mean", "per-channel mean subtracted (after [0, 1] scaling)",
+                               [](Experiment& e, const OptionValue& v) {
+                                 e.data_settings.augment.normalize_mean = numbers(v);
+                               }),
+                  channels_key("normalize_std", "per-channel standard deviation divided by",
+                               [](Experiment& e, const OptionValue& v) {
+                                 e.data_settings.augment.normalize_std = numbers(v);
+                               })}});
 
     s.push_back({"optimizer", PluginKind::optimizer, RunKind::train, {}});
 

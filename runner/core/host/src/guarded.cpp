@@ -20,6 +20,13 @@ void rethrow_plugin_error(const PluginDescriptor& plugin, const char* what) {
                                 "' (" + plugin.library + ") refused option '" + e.option() +
                                 "': " + e.what(),
                             plugin.kind, e.option(), e.what());
+  } catch (const SampleError& e) {
+    throw PluginSampleError(std::string(to_string(plugin.kind)) + " plugin '" + plugin.name +
+                            "': " + e.what());
+  } catch (const DataError& e) {
+    // The data's fault, not the plugin's: exit 2 when found before the runs.
+    throw Error(std::string(to_string(plugin.kind)) + " plugin '" + plugin.name + "': " + e.what(),
+                "check the data files the [data] section names", ErrorKind::input);
   } catch (const c10::Error& e) {
     message = e.what_without_backtrace();  // TORCH_CHECK's text, not LibTorch's C++ backtrace
   } catch (const std::exception& e) {
@@ -115,8 +122,35 @@ class GuardedLoader final : public Loader {
   Batch get_batch(const std::vector<std::int64_t>& indices) override {
     return call_plugin(plugin_, "get_batch", [&] { return inner_->get_batch(indices); });
   }
+  [[nodiscard]] std::int64_t skipped() const override {
+    return call_plugin(plugin_, "skipped", [&] { return inner_->skipped(); });
+  }
+  [[nodiscard]] bool streaming() const override {
+    return call_plugin(plugin_, "streaming", [&] { return inner_->streaming(); });
+  }
+  std::unique_ptr<SampleStream> open(std::int64_t epoch) override {
+    auto stream = call_plugin(plugin_, "open", [&] { return inner_->open(epoch); });
+    if (!stream)
+      throw Error("loader plugin '" + plugin_.name + "' (" + plugin_.library +
+                      ") failed in open: it returned no stream",
+                  {}, ErrorKind::run);
+    return std::make_unique<GuardedStream>(std::move(stream), plugin_);
+  }
 
  private:
+  class GuardedStream final : public SampleStream {
+   public:
+    GuardedStream(std::unique_ptr<SampleStream> inner, const PluginDescriptor& plugin)
+        : inner_(std::move(inner)), plugin_(plugin) {}
+    std::optional<Example> next() override {
+      return call_plugin(plugin_, "next", [&] { return inner_->next(); });
+    }
+
+   private:
+    std::unique_ptr<SampleStream> inner_;
+    const PluginDescriptor& plugin_;  // the loader's copy, which outlives its streams
+  };
+
   std::unique_ptr<Loader> inner_;
   const PluginDescriptor plugin_;  // a copy: an instance may outlive its host
 };

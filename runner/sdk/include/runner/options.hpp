@@ -163,6 +163,10 @@ struct OptionSpec {
   /// An option added to a plugin after trials of it were recorded: a trial
   /// that leaves it at its default keeps the identity (config hash) it had.
   bool added_later = false;
+  /// A string (or list of strings) naming files or folders: a relative value
+  /// is resolved against the folder of the experiment file that writes it,
+  /// and the plugin receives an absolute path.
+  bool is_path = false;
 
   /// Inclusive range for numbers, integers, and each item of a list.
   OptionSpec& range(std::optional<double> lo, std::optional<double> hi) {
@@ -190,6 +194,11 @@ struct OptionSpec {
   /// leave it at its default keep their identity (see added_later).
   OptionSpec& added_later_with_default() {
     added_later = true;
+    return *this;
+  }
+  /// Marks a string option as a file or folder (see is_path).
+  OptionSpec& path() {
+    is_path = true;
     return *this;
   }
   /// Removes the default: the experiment must set this option.

@@ -92,11 +92,36 @@ struct ScheduleSettings {
   double max_momentum = 0.95;      ///< one_cycle: momentum at the start and end
 };
 
+/// Augmentations of [data], applied per sample in this order, each seeded
+/// by (run seed, epoch, sample): resize, center_crop, random_crop (after
+/// zero padding), hflip; then uint8 samples become float32 in [0, 1] and
+/// normalize applies per channel. Sizes are [] (off), [n] or [height, width].
+struct AugmentSettings {
+  std::vector<std::int64_t> resize;       ///< [n]: shorter side to n; [h, w]: exactly
+  std::vector<std::int64_t> center_crop;  ///< crop the center to this size
+  std::vector<std::int64_t> random_crop;  ///< crop a random window of this size
+  std::int64_t crop_padding = 0;          ///< zero padding on every side before random_crop
+  double hflip = 0.0;                     ///< probability of a horizontal flip
+  std::vector<double> normalize_mean;     ///< per channel; empty: no normalisation
+  std::vector<double> normalize_std;      ///< per channel, with normalize_mean
+  /// True when any augmentation is on.
+  [[nodiscard]] bool any() const {
+    return !resize.empty() || !center_crop.empty() || !random_crop.empty() || hflip > 0 ||
+           !normalize_mean.empty();
+  }
+};
+
 /// Host-level keys of [data] (the rest of the table are loader options).
 struct DataSettings {
   std::int64_t batch_size = 32;   ///< samples per batch, >= 1
   bool shuffle = true;            ///< seeded shuffle of sample order each epoch
   bool drop_last = true;          ///< drop a final partial batch
+  std::int64_t workers = 0;       ///< decoding threads; 0: on the training thread
+  std::int64_t prefetch = 2;      ///< batches in flight per worker
+  bool pin_memory = false;        ///< batches in pinned memory, copied on a side stream (CUDA)
+  std::string on_error = "fail";  ///< a sample that cannot be read: "fail" | "skip"
+  std::int64_t shuffle_buffer = 1024;  ///< streaming data sets: samples shuffled together
+  AugmentSettings augment;
 };
 
 /// Host-level keys of [model] (the rest of the table are model options).
@@ -241,6 +266,11 @@ inline constexpr std::int64_t kMaxAccumulate = 4096;          ///< micro-batches
 }
 inline constexpr std::int64_t kMaxThreads = 1024;
 inline constexpr std::int64_t kMaxWorldSize = 64;
+inline constexpr std::int64_t kMaxDataWorkers = 64;            ///< data.workers
+inline constexpr std::int64_t kMaxPrefetch = 64;               ///< batches per worker
+inline constexpr std::int64_t kMaxShuffleBuffer = 1 << 20;     ///< samples
+inline constexpr std::int64_t kMaxImageSide = 1 << 14;         ///< resize and crop sizes
+inline constexpr std::size_t kMaxChannels = 1024;              ///< normalize_mean / _std
 inline constexpr double kMaxRunTimeoutSeconds = 30.0 * 24 * 3600;        ///< 30 days
 inline constexpr double kMaxCollectiveTimeoutSeconds = 24.0 * 3600;      ///< 1 day
 

@@ -44,6 +44,14 @@ class PluginOptionError : public Error {
   std::string detail_;
 };
 
+/// What rethrow_plugin_error throws for a runner::SampleError: one sample of
+/// a loader cannot be read. The data pipeline skips it under
+/// data.on_error = "skip"; otherwise it fails the run like any Error.
+class PluginSampleError : public Error {
+ public:
+  explicit PluginSampleError(const std::string& message) : Error(message, {}, ErrorKind::run) {}
+};
+
 /// Rethrows the exception in flight (call it inside a catch block) as
 /// runner::Error (run) naming the plugin and its library:
 /// "model plugin 'NAME' (LIBRARY) failed in forward: MESSAGE".

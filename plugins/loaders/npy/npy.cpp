@@ -1,0 +1,8 @@
+// Loader `npy` (being written).
+#include <runner/sdk.hpp>
+
+namespace {
+void register_plugins(runner::Registrar&) {}
+}  // namespace
+
+RUNNER_PLUGIN(register_plugins)

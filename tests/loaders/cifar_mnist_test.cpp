@@ -1,0 +1,2 @@
+// Tests of the cifar_mnist loaders (being written).
+#include <gtest/gtest.h>

@@ -1,0 +1,2 @@
+// Tests of the image_folder loaders (being written).
+#include <gtest/gtest.h>

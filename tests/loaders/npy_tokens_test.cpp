@@ -1,0 +1,2 @@
+// Tests of the npy_tokens loaders (being written).
+#include <gtest/gtest.h>
