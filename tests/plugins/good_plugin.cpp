@@ -11,12 +11,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 namespace {
 
@@ -94,6 +96,65 @@ class TinyData final : public runner::Loader {
 
  private:
   std::int64_t size_;
+};
+
+// Data for the pipeline's tests: sample i is recognisable from its values
+// (float [4], or uint8 [3, 4, 4] images), its target is i % classes. It can
+// be slow (sleep_ms per batch: the time a disk or a decoder would take),
+// have unreadable samples (bad: runner::SampleError), fail outright
+// (throw_at), or be streaming (the same samples, in order, per epoch).
+class PatternData final : public runner::Loader {
+ public:
+  explicit PatternData(const runner::Options& o)
+      : size_(o.integer("size")),
+        classes_(o.integer("classes")),
+        image_(o.boolean("image")),
+        stream_(o.boolean("stream")),
+        sleep_(std::chrono::milliseconds(o.integer("sleep_ms"))),
+        bad_(o.integers("bad")),
+        throw_at_(o.integer("throw_at")) {}
+  runner::DataSpec spec() const override {
+    return {image_ ? std::vector<std::int64_t>{3, 4, 4} : std::vector<std::int64_t>{4}, classes_};
+  }
+  std::int64_t size() const override { return size_; }
+  runner::Example get(std::int64_t i) override {
+    if (std::find(bad_.begin(), bad_.end(), i) != bad_.end())
+      throw runner::SampleError("sample " + std::to_string(i) + " is corrupt");
+    if (i == throw_at_)
+      throw std::runtime_error("reading sample " + std::to_string(i) + " failed on purpose");
+    torch::Tensor input =
+        image_ ? (torch::arange(48, torch::kLong).mul_(7).add_(i) % 256).to(torch::kUInt8).view({3, 4, 4})
+               : torch::full({4}, static_cast<float>(i)) + torch::arange(4, torch::kFloat32);
+    return {input, torch::tensor(i % classes_, torch::kLong)};
+  }
+  runner::Batch get_batch(const std::vector<std::int64_t>& indices) override {
+    if (sleep_.count() > 0) std::this_thread::sleep_for(sleep_);
+    return runner::Loader::get_batch(indices);
+  }
+  bool streaming() const override { return stream_; }
+  std::unique_ptr<runner::SampleStream> open(std::int64_t) override {
+    return std::make_unique<Stream>(*this);
+  }
+
+ private:
+  class Stream final : public runner::SampleStream {
+   public:
+    explicit Stream(PatternData& data) : data_(data) {}
+    std::optional<runner::Example> next() override {
+      if (next_ == data_.size_) return std::nullopt;
+      return data_.get(next_++);
+    }
+
+   private:
+    PatternData& data_;
+    std::int64_t next_ = 0;
+  };
+
+  std::int64_t size_, classes_;
+  bool image_, stream_;
+  std::chrono::milliseconds sleep_;
+  std::vector<std::int64_t> bad_;
+  std::int64_t throw_at_;
 };
 
 // A broken comm hook: returns half of the bucket.
@@ -194,6 +255,19 @@ void register_plugins(runner::Registrar& r) {
                   [](const runner::Options&) { return std::make_unique<ClosedPeerHook>(); });
   r.add_comm_hook("truncating", "returns half of each bucket (test plugin)", runner::OptionSchema{},
                   [](const runner::Options&) { return std::make_unique<TruncatingHook>(); });
+  runner::OptionSchema pattern_options;
+  pattern_options.integer("size", 64, "samples").range(1, std::nullopt);
+  pattern_options.integer("classes", 2, "targets are the sample index modulo this").range(1, std::nullopt);
+  pattern_options.boolean("image", false, "uint8 [3, 4, 4] samples instead of float [4]");
+  pattern_options.boolean("stream", false, "a streaming data set");
+  pattern_options.integer("sleep_ms", 0, "time every batch takes").range(0, 10000);
+  pattern_options.integers("bad", {}, "samples that cannot be read");
+  pattern_options.integer("throw_at", -1, "reading this sample throws (-1: none)");
+  r.add_loader("pattern", "recognisable samples, slow or failing on request (test plugin)",
+               std::move(pattern_options),
+               [](const runner::Options& o, const runner::LoaderContext&) {
+                 return std::make_unique<PatternData>(o);
+               });
   runner::OptionSchema data_options;
   data_options.integer("size", 64, "samples").range(1, std::nullopt);
   r.add_loader("tiny_data", "separable 4-feature data (test plugin)", std::move(data_options),

@@ -353,34 +353,6 @@ class RecipeInputTest : public runner::test::CliTestBase {
                                  "\n[train]\nsteps = 4\nwarmup = 0\n" + train + rest);
   }
 
-  // "line:col" of the value in the line of `file` that contains `assignment` ("key = value").
-  static std::string position(const fs::path& file, const std::string& assignment) {
-    std::ifstream in(file);
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number)
-      if (const auto at = line.find(assignment); at != std::string::npos)
-        return std::to_string(number) + ":" +
-               std::to_string(at + assignment.find(" = ") + 3 + 1);
-    ADD_FAILURE() << assignment << " is not in " << file;
-    return "";
-  }
-
-  // `runner run` and `runner validate` exit 2 with `message` at `assignment`
-  // on the first line of stderr; no run is recorded.
-  void expect_refused(const fs::path& file, const std::string& assignment,
-                      const std::string& message, const fs::path& plugins = {}) const {
-    for (const std::string command : {"run", "validate"}) {
-      const Result r =
-          runner::test::run_runner(command + " " + file.string(), dir_, {db_, plugins});
-      EXPECT_EQ(r.code, 2) << command << "\n" << r.err;
-      EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
-                "error: " + file.string() + ":" + position(file, assignment) + ": " + message)
-          << command;
-      EXPECT_FALSE(fs::exists(db_) && runner::test::query_int(db_, "SELECT count(*) FROM runs") > 0)
-          << command;
-    }
-  }
-
   const std::string sgd_ = "plugin = \"sgd\"\nlr = 0.1\n";
 };
 

@@ -110,6 +110,28 @@ TempDir::~TempDir() {
   fs::remove_all(path_, ignored);
 }
 
+std::string value_position(const fs::path& file, const std::string& assignment) {
+  std::ifstream in(file);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number)
+    if (const auto at = line.find(assignment); at != std::string::npos)
+      return std::to_string(number) + ":" + std::to_string(at + assignment.find(" = ") + 3 + 1);
+  ADD_FAILURE() << assignment << " is not in " << file;
+  return "";
+}
+
+void CliTestBase::expect_refused(const fs::path& file, const std::string& assignment,
+                                 const std::string& message, const fs::path& plugins) const {
+  for (const std::string command : {"run", "validate"}) {
+    const Result r = run_runner(command + " " + file.string(), dir_, {db_, plugins});
+    EXPECT_EQ(r.code, 2) << command << "\n" << r.err;
+    EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+              "error: " + file.string() + ":" + value_position(file, assignment) + ": " + message)
+        << command;
+    EXPECT_FALSE(fs::exists(db_) && query_int(db_, "SELECT count(*) FROM runs") > 0) << command;
+  }
+}
+
 fs::path TempDir::write(const std::string& name, const std::string& text) const {
   return write_file(path_ / name, text);
 }

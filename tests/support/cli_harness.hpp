@@ -97,6 +97,10 @@ struct TinyExperiment {
 /// [optimizer] sgd, [train], then `rest`.
 std::string tiny_experiment(const TinyExperiment& e);
 
+/// "line:col" of the value in the first line of `file` that contains
+/// `assignment` ("key = value"), as runner's messages give it.
+std::string value_position(const fs::path& file, const std::string& assignment);
+
 /// A fresh directory under the system's temporary folder, named `prefix`
 /// and a random number, removed with everything in it on destruction.
 class TempDir {
@@ -126,6 +130,13 @@ class CliTestBase : public ::testing::Test {
   fs::path write(const std::string& name, const std::string& text) const {
     return tmp_.write(name, text);
   }
+
+  /// `runner run` and `runner validate` of `file` both exit 2 with
+  /// "error: FILE:LINE:COL: `message`" as the first line of stderr, where
+  /// LINE:COL is the value of the first line holding `assignment` ("key =
+  /// value"), and record no run. `plugins` is passed as --plugin-path.
+  void expect_refused(const fs::path& file, const std::string& assignment,
+                      const std::string& message, const fs::path& plugins = {}) const;
 
   TempDir tmp_;
   fs::path dir_ = tmp_.path();

@@ -3,6 +3,7 @@
 // linear "teacher"), so a model's loss really goes down. Generated once at
 // construction, so batches cost a gather, as with a cached data set. The
 // eval split holds as many other samples, labelled by the same teacher.
+// dtype = "uint8" gives image-shaped data as image loaders do (uint8, 0..255).
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/types.h>
 
@@ -16,6 +17,7 @@ struct SyntheticOptions {
   std::int64_t size = 4096;
   double label_noise = 0.0;
   std::int64_t data_seed = 0;
+  std::string dtype = "float32";
 };
 
 class Synthetic final : public runner::Loader {
@@ -44,6 +46,11 @@ class Synthetic final : public runner::Loader {
     }
     const torch::Tensor flat = inputs_.reshape({size_, features});
     targets_ = flat.matmul(teacher).argmax(1);
+    if (options.dtype == "uint8") {
+      // Images as a camera gives them: the same samples quantised to 0..255
+      // (mean 128, 3 standard deviations to the ends), labelled as above.
+      inputs_ = inputs_.mul(128.0 / 3.0).add_(128.0).round_().clamp_(0, 255).to(torch::kUInt8);
+    }
     if (options.label_noise > 0) {
       const torch::Tensor flip = at::rand({size_}, generator) < options.label_noise;
       const torch::Tensor random_labels = at::randint(classes_, {size_}, generator, torch::kLong);
@@ -82,6 +89,11 @@ void register_plugins(runner::Registrar& registrar) {
       .range(0.0, 1.0);
   options.field("data_seed", &O::data_seed, "mixed with the run seed to pick the data set")
       .range(0, std::nullopt);
+  options.field("dtype", &O::dtype,
+                "float32 (standard normal values), or uint8: the same samples as 0..255 images "
+                "(the pipeline scales them to [0, 1] and augments them as images)")
+      .one_of({"float32", "uint8"})
+      .added_later_with_default();
   registrar.add_loader("synthetic",
                        "seeded in-memory classification data; labels from a random linear teacher",
                        options, [](const O& o, const runner::LoaderContext& ctx) {

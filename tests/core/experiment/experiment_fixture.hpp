@@ -66,6 +66,12 @@ inline FakeCatalog standard_catalog() {
   synthetic.string("label", "", "free text");
   catalog.add(PluginKind::loader, "synthetic", synthetic);
 
+  OptionSchema files;
+  files.string("path", "", "a data folder").path();
+  files.strings("extra", {}, "more files").path();
+  files.string("name", "", "not a path");
+  catalog.add(PluginKind::loader, "files", files);
+
   OptionSchema sgd;
   sgd.number("lr", 0.0, "learning rate").range(0.0, std::nullopt).required();
   sgd.number("momentum", 0.0, "momentum").range(0.0, 1.0);

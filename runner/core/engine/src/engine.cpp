@@ -11,7 +11,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #ifdef RUNNER_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
 
 #include <sys/resource.h>
@@ -35,7 +38,7 @@
 #include "runner/engine/phase_clock.hpp"
 #include "runner/engine/process_group.hpp"
 #include "runner/engine/reducer.hpp"
-#include "runner/engine/sampler.hpp"
+#include "runner/engine/pipeline.hpp"
 #include "runner/engine/step_loop.hpp"
 #include "runner/engine/warmup.hpp"
 #include "runner/sdk.hpp"
@@ -63,44 +66,71 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
-// Feeds batches to a step: from a loader through the index sampler, or a
+// Feeds batches to a step: from a loader through the data pipeline, or a
 // fixed example batch from the model (inference without a loader).
 class BatchSource {
  public:
   BatchSource(Loader* loader, const DataSettings& settings, std::uint64_t seed,
               torch::Device device, std::int64_t rank, std::int64_t world_size)
-      : loader_(loader), device_(device) {
-    sampler_ = std::make_unique<IndexSampler>(loader->size(), settings.batch_size,
-                                              settings.shuffle, settings.drop_last, seed, rank,
-                                              world_size);
+      : device_(device), pinned_(settings.pin_memory) {
+    pipeline_ = std::make_unique<DataPipeline>(*loader, settings, seed, rank, world_size);
+#ifdef RUNNER_WITH_CUDA
+    if (device_.is_cuda() && pinned_)
+      copy_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
+#endif
   }
   BatchSource(Batch fixed, torch::Device device) : fixed_(std::move(fixed)), device_(device) {}
 
   /// True when batches come from the loader (a fixed batch is prepared once).
-  [[nodiscard]] bool from_loader() const { return loader_ != nullptr; }
+  [[nodiscard]] bool from_loader() const { return pipeline_ != nullptr; }
+  /// The pipeline (from_loader() only).
+  [[nodiscard]] const DataPipeline& pipeline() const { return *pipeline_; }
   /// The fixed batch, to prepare it once for the recipe.
   Batch& fixed() { return fixed_; }
 
-  /// The next batch, on the host (the loader's work: the data phase).
+  /// The next batch, on the host: the data phase, the time the step waits for it.
   Batch next() {
-    if (loader_ == nullptr) return fixed_;
-    return loader_->get_batch(sampler_->next());
+    if (!pipeline_) return fixed_;
+    return pipeline_->next();
   }
 
   /// True when batches must be copied to the device (the h2d phase).
-  [[nodiscard]] bool needs_copy() const { return loader_ != nullptr && !device_.is_cpu(); }
+  [[nodiscard]] bool needs_copy() const { return pipeline_ != nullptr && !device_.is_cpu(); }
 
-  /// Issues the host-to-device copy of a batch (non-blocking from pinned memory).
+  /// Issues the host-to-device copy of a batch. Pinned batches (data.pin_memory)
+  /// on CUDA are copied without blocking on a side stream, which the compute
+  /// stream waits for: the copy overlaps the previous step's kernels. Others
+  /// are copied from pageable memory, which blocks.
   void copy_to_device(Batch& batch) const {
-    batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
-    if (batch.targets.defined()) batch.targets = batch.targets.pin_memory().to(device_, true);
+#ifdef RUNNER_WITH_CUDA
+    if (copy_stream_) {
+      const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device_.index());
+      {
+        const c10::cuda::CUDAStreamGuard on_side(*copy_stream_);
+        batch.inputs = batch.inputs.to(device_, /*non_blocking=*/true);
+        if (batch.targets.defined()) batch.targets = batch.targets.to(device_, true);
+      }
+      at::cuda::CUDAEvent copied;
+      copied.record(*copy_stream_);
+      copied.block(compute);
+      // Allocated on the side stream, used on the compute stream.
+      batch.inputs.record_stream(compute);
+      if (batch.targets.defined()) batch.targets.record_stream(compute);
+      return;
+    }
+#endif
+    batch.inputs = batch.inputs.to(device_, /*non_blocking=*/pinned_);
+    if (batch.targets.defined()) batch.targets = batch.targets.to(device_, pinned_);
   }
 
  private:
-  Loader* loader_ = nullptr;
-  std::unique_ptr<IndexSampler> sampler_;
+  std::unique_ptr<DataPipeline> pipeline_;
   Batch fixed_;
   torch::Device device_;
+  bool pinned_ = false;
+#ifdef RUNNER_WITH_CUDA
+  std::optional<c10::cuda::CUDAStream> copy_stream_;
+#endif
 };
 
 // This process's place in a data-parallel run (rank 0 of 1 otherwise).
@@ -163,6 +193,15 @@ const char* section_of(PluginKind kind) {
               "run 'runner plugins describe " + choice.plugin + "' to see its options");
 }
 
+std::unique_ptr<Loader> make_loader_for(const Experiment& exp, const PluginHost& host,
+                                        const LoaderContext& context) {
+  try {
+    return host.make_loader(exp.data->plugin, exp.data->options, context);
+  } catch (const PluginOptionError& e) {
+    rethrow_at_option(e, *exp.data);
+  }
+}
+
 std::unique_ptr<Optimizer> make_optimizer_for(const Experiment& exp, const PluginHost& host,
                                               const OptimizerContext& context) {
   try {
@@ -170,6 +209,22 @@ std::unique_ptr<Optimizer> make_optimizer_for(const Experiment& exp, const Plugi
   } catch (const PluginOptionError& e) {
     rethrow_at_option(e, *exp.optimizer);
   }
+}
+
+LoaderContext loader_context(const Experiment& exp, std::uint64_t seed, std::int64_t rank,
+                             std::int64_t world_size, Split split = Split::train) {
+  LoaderContext context;
+  context.seed = seed;
+  context.rank = rank;
+  context.world_size = world_size;
+  context.split = split;
+  context.skip_bad_samples = exp.data_settings.on_error == "skip";
+  return context;
+}
+
+// An augmentation that does not apply to the loader's samples, at its key.
+[[noreturn]] void rethrow_at_key(const AugmentError& e, const Experiment& exp) {
+  throw Error(exp.where_of("data." + e.key()), e.what(), e.hint());
 }
 
 void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint64_t seed,
@@ -180,12 +235,15 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
   model_context.rank = rank.rank();
   model_context.world_size = rank.world_size();
   if (exp.data) {
-    LoaderContext loader_context;
-    loader_context.seed = seed;
-    loader_context.rank = rank.rank();
-    loader_context.world_size = rank.world_size();
-    w.loader = host.make_loader(exp.data->plugin, exp.data->options, loader_context);
-    const DataSpec spec = w.loader->spec();
+    w.loader = make_loader_for(exp, host, loader_context(exp, seed, rank.rank(), rank.world_size()));
+    // The pipeline starts reading now, while the model is built.
+    try {
+      w.batches = std::make_unique<BatchSource>(w.loader.get(), exp.data_settings, seed, device,
+                                                rank.rank(), rank.world_size());
+    } catch (const AugmentError& e) {
+      rethrow_at_key(e, exp);
+    }
+    const DataSpec spec = w.batches->pipeline().spec();
     model_context.input_shape = spec.input_shape;
     model_context.num_classes = spec.num_classes;
   }
@@ -197,10 +255,7 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
   w.model->module().to(device);
   w.recipe->prepare_model(w.model->module());
   w.batch_size = exp.data_settings.batch_size;
-  if (w.loader) {
-    w.batches = std::make_unique<BatchSource>(w.loader.get(), exp.data_settings, seed, device,
-                                              rank.rank(), rank.world_size());
-  } else {
+  if (!w.loader) {
     Batch example = w.model->example_batch(exp.data_settings.batch_size, device);
     if (example.inputs.defined() && example.inputs.dim() >= 1) {
       const auto sizes = example.inputs.sizes();
@@ -263,6 +318,20 @@ void add_throughput(RunOutcome& out, std::int64_t batch_size) {
   if (measured > 0 && wall_ns > 0)
     out.metrics.push_back(
         {"samples_per_s", static_cast<double>(measured * batch_size) / (wall_ns * 1e-9), "1/s"});
+}
+
+// What the input pipeline could do and did: its capacity in samples/s with
+// its workers (never waiting on the training loop), the fraction of its
+// workers' time spent making batches, and the samples it skipped.
+void add_pipeline_metrics(RunOutcome& out, const PipelineStats& stats, std::int64_t skipped_at_start,
+                          bool skipping) {
+  if (const double capacity = stats.capacity_per_s(); !std::isnan(capacity))
+    out.metrics.push_back({"loader_samples_per_s", capacity, "1/s"});
+  if (const double busy = stats.busy_fraction(); !std::isnan(busy))
+    out.metrics.push_back({"loader_busy_fraction", busy, ""});
+  if (skipping || stats.skipped > 0 || skipped_at_start > 0)
+    out.metrics.push_back(
+        {"skipped_samples", static_cast<double>(stats.skipped + skipped_at_start), "count"});
 }
 
 // The data and host-to-device phases of a step. The recipe's conversion of
@@ -514,6 +583,9 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
     }
     const std::int64_t world = rank.world_size();
     add_throughput(out, w.batch_size * w.accumulate * world);  // every micro-batch's samples
+    if (w.batches->from_loader())
+      add_pipeline_metrics(out, w.batches->pipeline().stats(), w.loader->skipped(),
+                           exp.data_settings.on_error == "skip");
     if (w.reducer) {
       out.metrics.push_back({"world_size", static_cast<double>(world), "count"});
       out.metrics.push_back(
@@ -648,13 +720,24 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
     build(w, experiment, host, run_seed(experiment, 0), torch::kCPU, rank);
   }
   Recipe recipe(experiment, run_device);
-  if (experiment.data && experiment.model_settings.channels_last) {
-    LoaderContext context;
-    context.seed = run_seed(experiment, 0);
-    recipe.check_input_shape(
-        host.make_loader(experiment.data->plugin, experiment.data->options, context)
-            ->spec()
-            .input_shape);
+  if (experiment.data) {
+    const DataSettings& data = experiment.data_settings;
+    if (data.pin_memory && !run_device.is_cuda())
+      throw Error(experiment.where_of("data.pin_memory"),
+                  "data.pin_memory needs a CUDA device; this run's device is " + device,
+                  "remove it: batches on the CPU are not copied");
+    // The loader's own checks (its files and their headers), then the
+    // augmentations against its samples: bad data is found before any run.
+    const std::uint64_t seed = run_seed(experiment, 0);
+    const std::unique_ptr<Loader> loader =
+        make_loader_for(experiment, host, loader_context(experiment, seed, 0, 1));
+    std::vector<std::int64_t> shape;
+    try {
+      shape = Augmenter(data.augment, seed, true).output_shape(loader->spec().input_shape);
+    } catch (const AugmentError& e) {
+      rethrow_at_key(e, experiment);
+    }
+    if (experiment.model_settings.channels_last) recipe.check_input_shape(shape);
   }
   if (experiment.kind != RunKind::train) return;
   // The optimizer's view of the run: the run's device and steps, over a

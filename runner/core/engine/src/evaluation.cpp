@@ -1,6 +1,7 @@
 #include "evaluation.hpp"
 
 #include "recipe.hpp"
+#include "runner/engine/pipeline.hpp"
 
 #include <sys/stat.h>
 
@@ -22,16 +23,32 @@ Evaluator::Evaluator(const Experiment& experiment, const PluginHost& host, std::
   LoaderContext context;
   context.seed = seed;
   context.split = Split::eval;
+  context.skip_bad_samples = experiment.data_settings.on_error == "skip";
   loader_ = host.make_loader(experiment.data->plugin, experiment.data->options, context);
-  const std::int64_t size = loader_->size();
+  augment_ = std::make_unique<Augmenter>(experiment.data_settings.augment, seed, /*train=*/false);
   const std::int64_t batch = experiment.data_settings.batch_size;
   // In order, the last batch possibly short: every evaluation sees the same samples.
-  for (std::int64_t b = 0; b < experiment.eval.batches && b * batch < size; ++b) {
-    std::vector<std::int64_t> indices;
-    for (std::int64_t i = b * batch; i < std::min(size, (b + 1) * batch); ++i) indices.push_back(i);
-    batches_.push_back(std::move(indices));
+  if (loader_->streaming()) {
+    const std::unique_ptr<SampleStream> stream = loader_->open(0);
+    for (std::int64_t b = 0; b < experiment.eval.batches; ++b) {
+      std::vector<Example> samples;
+      while (static_cast<std::int64_t>(samples.size()) < batch) {
+        std::optional<Example> sample = stream->next();
+        if (!sample) break;
+        samples.push_back(std::move(*sample));
+      }
+      if (samples.empty()) break;
+      streamed_.push_back(collate(std::move(samples)));
+    }
+  } else {
+    const std::int64_t size = loader_->size();
+    for (std::int64_t b = 0; b < experiment.eval.batches && b * batch < size; ++b) {
+      std::vector<std::int64_t> indices;
+      for (std::int64_t i = b * batch; i < std::min(size, (b + 1) * batch); ++i) indices.push_back(i);
+      batches_.push_back(std::move(indices));
+    }
   }
-  if (batches_.empty())
+  if (batches_.empty() && streamed_.empty())
     throw Error("the eval split of loader '" + experiment.data->plugin + "' has no samples", "",
                 ErrorKind::run);
 }
@@ -48,8 +65,12 @@ std::map<std::string, double> Evaluator::evaluate(Model& model, const Recipe& re
   double count = 0;
   {
     torch::NoGradGuard no_grad;
-    for (const auto& indices : batches_) {
-      Batch batch = loader_->get_batch(indices);
+    const std::size_t batches = streamed_.empty() ? batches_.size() : streamed_.size();
+    for (std::size_t i = 0; i < batches; ++i) {
+      Batch batch = streamed_.empty() ? loader_->get_batch(batches_[i]) : streamed_[i];
+      // No random choices in evaluation: the ids do not matter.
+      const std::vector<std::int64_t> ids(static_cast<std::size_t>(batch.size), 0);
+      batch.inputs = augment_->apply(batch.inputs, ids, 0);
       if (!device_.is_cpu()) {
         batch.inputs = batch.inputs.to(device_);
         if (batch.targets.defined()) batch.targets = batch.targets.to(device_);

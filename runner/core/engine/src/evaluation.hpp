@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/engine/augment.hpp"
 #include "runner/experiment/experiment.hpp"
 #include "runner/host/host.hpp"
 #include "runner/sdk.hpp"
@@ -43,7 +44,9 @@ class Evaluator {
 
  private:
   std::unique_ptr<Loader> loader_;
-  std::vector<std::vector<std::int64_t>> batches_;
+  std::vector<std::vector<std::int64_t>> batches_;  // random access: the samples of each batch
+  std::vector<Batch> streamed_;                      // streaming: the batches, read once
+  std::unique_ptr<Augmenter> augment_;               // the deterministic augmentations
   torch::Device device_;
 };
 
