@@ -292,6 +292,8 @@ int handle_compare(const Args& args, const Global& global) {
     metrics.push_back({phase.name, lower, MetricKind::time});
   metrics.push_back({"samples_per_s", higher, MetricKind::throughput});
   metrics.push_back({"tokens_per_s", higher, MetricKind::throughput});
+  // What the input pipeline can make when never blocked (docs/data.md).
+  metrics.push_back({"loader_samples_per_s", higher, MetricKind::throughput});
   // The other side of a time/memory trade (checkpointing, precision), and
   // what a faster recipe may have cost in quality, in the same comparison.
   metrics.push_back({"peak_cpu_alloc_bytes", lower, MetricKind::memory});

@@ -54,7 +54,7 @@ TEST_F(DataCliTest, ARunWithWorkersAndAugmentationsRecordsThePipelinesMetrics) {
   const fs::path file = experiment(
       "workers = 2\nprefetch = 3\nrandom_crop = [10]\ncrop_padding = 2\nhflip = 0.5\n"
       "normalize_mean = [0.5]\nnormalize_std = [0.25]\n");
-  const Result r = runner::test::run_runner("run " + file.string(), dir_, {db_});
+  const Result r = runner::test::run_runner("run " + file.string(), dir_, {db_, {}});
   ASSERT_EQ(r.code, 0) << r.err;
   auto metric = [&](const std::string& name) {
     return runner::test::query_text(db_, "SELECT value FROM metrics WHERE name = '" + name + "'");

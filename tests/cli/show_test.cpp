@@ -55,8 +55,8 @@ TEST_F(ShowCliTest, PrintsTheWeightsFilesAndOneEvaluationRowPerStep) {
        {100, "loss", 1.25},
        {100, "accuracy", 0.625},
        {100, "bad\x1b[31m", 7}},  // a metric name with an escape sequence
-      {{"save_to", "/w/out.safetensors", sha_out, 2048},
-       {"init_from", "/w/in.safetensors", sha_in, 1024}});
+      {{"save_to", "/w/out.safetensors", sha_out, 2048, ""},
+       {"init_from", "/w/in.safetensors", sha_in, 1024, ""}});
   const Result r = show(run);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
@@ -114,7 +114,7 @@ TEST_F(ShowCliTest, ARunRecordedWithoutAFingerprintIsShown) {
 TEST_F(ShowCliTest, StoredTextInTheNewTablesIsEscaped) {
   // Another client wrote control characters into a path.
   const std::int64_t run = record(
-      {{10, "loss", 1}}, {{"init_from", "/w/a\rb\x1b[2J.safetensors", std::string(64, 'c'), 1}});
+      {{10, "loss", 1}}, {{"init_from", "/w/a\rb\x1b[2J.safetensors", std::string(64, 'c'), 1, ""}});
   const Result r = show(run);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("init_from  cccccccccccccccc      1  /w/a\\rb\\e[2J.safetensors\n"),

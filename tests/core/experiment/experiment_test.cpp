@@ -385,7 +385,8 @@ TEST_F(ExperimentTest, UnknownLoaderPluginSaysLoader) {
   EXPECT_EQ(std::string(e.what()),
             at(4, 10) + "unknown loader plugin 'synthetc'; did you mean 'synthetic'?");
   EXPECT_EQ(e.hint(),
-            "available loader plugins: synthetic; run 'runner plugins' to see what is loaded");
+            "available loader plugins: files, synthetic; run 'runner plugins' to see what is "
+            "loaded");
   EXPECT_THROW_MSG(load(kModel + kData + "[optimizer]\nplugin = \"adamw\"\n"), Error,
                    at(6, 10) + "unknown optimizer plugin 'adamw'; did you mean 'adam'?");
 }
@@ -419,7 +420,9 @@ TEST_F(ExperimentTest, UnknownLoaderOptionCanSuggestAHostKey) {
                 "'batch_size'?");
   EXPECT_EQ(e.hint(),
             "run 'runner plugins describe synthetic' to see its options; [data] also takes "
-            "batch_size, shuffle, drop_last");
+            "batch_size, shuffle, drop_last, workers, prefetch, pin_memory, on_error, "
+            "shuffle_buffer, resize, center_crop, random_crop, crop_padding, hflip, "
+            "normalize_mean, normalize_std");
 }
 
 TEST_F(ExperimentTest, PluginOptionOfWrongType) {

@@ -97,11 +97,12 @@ TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
   EXPECT_EQ(host.names(runner::PluginKind::optimizer),
             (std::vector<std::string>{"adagrad", "adam", "adamw", "lion", "rmsprop", "sgd"}));
   EXPECT_EQ(host.names(runner::PluginKind::loader),
-            (std::vector<std::string>{"synthetic", "synthetic_tokens"}));
+            (std::vector<std::string>{"cifar", "image_folder", "mnist", "npy", "synthetic",
+                                      "synthetic_tokens", "tokens"}));
   EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
             (std::vector<std::string>{"allreduce", "compressed_allreduce"}));
   EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());
-  ASSERT_EQ(host.libraries().size(), 14u);
+  ASSERT_EQ(host.libraries().size(), 19u);
   const runner::PluginDescriptor* mlp = host.find(runner::PluginKind::model, "mlp");
   ASSERT_NE(mlp, nullptr);
   ASSERT_NE(mlp->schema.find("hidden"), nullptr);

@@ -37,7 +37,8 @@ std::string resolve_device_isolated(const std::string& type) {
 
 // What only the plugins can tell about a trial (its init_from weights load
 // into its model, its optimizer takes its options on its device and can
-// follow its recipe, channels_last has images) is checked before anything
+// follow its recipe, channels_last has images, the loader's files are
+// sound and the augmentations fit its samples) is checked before anything
 // runs: a problem is the input's fault (exit 2), not a failed run. One child
 // process checks every distinct combination (LibTorch's thread pools must
 // not start in a process that forks runs), and stops at the first problem.
@@ -55,6 +56,11 @@ void check_before_runs_isolated(const std::vector<Trial>& trials, const PluginHo
         shape.model = e.model;
         shape.model_settings = e.model_settings;
         shape.data = e.data;
+        // The data settings the checks read (not workers or prefetch: a sweep
+        // over those builds the loader once).
+        shape.data_settings.augment = e.data_settings.augment;
+        shape.data_settings.pin_memory = e.data_settings.pin_memory;
+        shape.data_settings.on_error = e.data_settings.on_error;
         shape.optimizer = e.optimizer;
         shape.train.precision = e.train.precision;
         shape.infer.precision = e.infer.precision;
