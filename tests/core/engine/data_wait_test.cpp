@@ -26,6 +26,9 @@ class DataWaitTest : public EngineFixture {
                                               {"bad", std::vector<std::int64_t>{}},
                                               {"throw_at", std::int64_t{-1}}})};
     e.data_settings.batch_size = 8;
+    // One compute thread: an OpenMP team's barriers on a loaded machine
+    // would make the step's own (tiny) work slow and erratic.
+    e.device.threads = 1;
     e.data_settings.workers = workers;
     e.data_settings.prefetch = 2;
     e.train.steps = 20;
@@ -46,16 +49,21 @@ TEST_F(DataWaitTest, ASlowLoaderIsDataWaitAndTwoWorkersHalveIt) {
   ASSERT_EQ(two.status, store::RunStatus::finished) << two.error;
   const double wait0 = mean_of(inline_run, "data");
   const double wait2 = mean_of(two, "data");
-  // Inline, every step waits the whole 30 ms; two workers make two batches
-  // every 30 ms (steps wait ~30 ms and ~0 ms in turn: the mean, not the
-  // median, is the wait per step) while the step itself takes well under a
-  // millisecond.
+  const double step2 = mean_of(two, "step_time");
+  // Inline, every step waits the whole 30 ms. Two workers make two batches
+  // every 30 ms, so a step takes 15 ms (while its own work takes less): the
+  // loader's 30 ms per batch is halved, and the wait is what the step's own
+  // work leaves of those 15 ms. (Steps wait ~30 ms and ~0 ms in turn, as the
+  // workers deliver in pairs: means, not medians.) Sleeping, the loader's
+  // time does not stretch on a loaded machine; the step's own work does,
+  // which is why the bound on wait2 is loose below.
   EXPECT_GT(wait0, 29e6);
-  EXPECT_GT(wait2 / wait0, 0.35) << wait2 << " vs " << wait0;
-  EXPECT_LT(wait2 / wait0, 0.70) << wait2 << " vs " << wait0;
+  EXPECT_GT(step2 / wait0, 0.40) << step2 << " vs " << wait0;
+  EXPECT_LT(step2 / wait0, 0.70) << step2 << " vs " << wait0;
+  EXPECT_LT(wait2 / wait0, 0.60) << wait2 << " vs " << wait0;
   // The loader is the bottleneck either way: its workers never rest.
   EXPECT_GT(metric(two, "loader_busy_fraction"), 0.8);
-  EXPECT_GT(metric(inline_run, "loader_busy_fraction"), 0.8);
+  EXPECT_GT(metric(inline_run, "loader_busy_fraction"), 0.6);
   // With two workers it can make about twice as many samples per second.
   EXPECT_NEAR(metric(two, "loader_samples_per_s") / metric(inline_run, "loader_samples_per_s"),
               2.0, 0.4);
