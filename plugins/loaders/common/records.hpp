@@ -1,0 +1,63 @@
+// What the fixed-record file loaders share (cifar, mnist, npy): a label
+// check that names the file, record and byte offset of the first bad label,
+// and a batch gather that copies records straight out of a mapped file.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <runner/loader.hpp>
+
+namespace runner::loaders {
+
+/// Throws DataError when a label (one integer per record, at `first_offset`
+/// + record x `stride` bytes of `file`, read by `label_at`) is outside
+/// [0, classes).
+template <typename LabelAt>
+void check_labels(const std::string& file, std::int64_t records, std::int64_t classes,
+                  std::int64_t first_offset, std::int64_t stride, LabelAt label_at) {
+  for (std::int64_t r = 0; r < records; ++r) {
+    const std::int64_t label = label_at(r);
+    if (label < 0 || label >= classes)
+      throw DataError("'" + file + "': record " + std::to_string(r) + " (byte " +
+                      std::to_string(first_offset + r * stride) + "): label " +
+                      std::to_string(label) + " is outside the " + std::to_string(classes) +
+                      " classes");
+  }
+}
+
+/// Throws DataError when `index` is not a sample of a data set of `size`.
+inline void check_index(std::int64_t index, std::int64_t size) {
+  if (index < 0 || index >= size)
+    throw DataError("sample " + std::to_string(index) + " is outside the data set's " +
+                    std::to_string(size) + " samples");
+}
+
+/// A batch of `indices` whose sample i has `sample_bytes` bytes at
+/// `source(i)`, copied into one tensor [batch, ...shape] of `dtype`, with
+/// int64 targets from `label(i)`.
+template <typename Source, typename Label>
+Batch gather(const std::vector<std::int64_t>& indices, std::int64_t size,
+             const std::vector<std::int64_t>& shape, torch::ScalarType dtype,
+             std::size_t sample_bytes, Source source, Label label) {
+  std::vector<std::int64_t> full{static_cast<std::int64_t>(indices.size())};
+  full.insert(full.end(), shape.begin(), shape.end());
+  Batch b;
+  b.inputs = torch::empty(full, dtype);
+  b.targets = torch::empty({static_cast<std::int64_t>(indices.size())}, torch::kLong);
+  auto* out = static_cast<std::uint8_t*>(b.inputs.data_ptr());
+  auto* targets = b.targets.data_ptr<std::int64_t>();
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    check_index(indices[i], size);
+    std::memcpy(out + i * sample_bytes, source(indices[i]), sample_bytes);
+    targets[i] = label(indices[i]);
+  }
+  b.size = static_cast<std::int64_t>(indices.size());
+  return b;
+}
+
+}  // namespace runner::loaders
