@@ -48,12 +48,15 @@ std::string oracle_missing(const std::string& modules) {
   return cache[modules] = missing;
 }
 
-OracleResult run_oracle(const std::string& script, const std::vector<std::string>& args) {
+OracleResult run_project_script(const std::string& script, const std::vector<std::string>& args) {
   std::string command = shell_quote(oracle_python().string()) + " " +
-                        shell_quote((std::filesystem::path(RUNNER_SOURCE_DIR) / "tests" / "oracle" /
-                                     script).string());
+                        shell_quote((std::filesystem::path(RUNNER_SOURCE_DIR) / script).string());
   for (const auto& arg : args) command += " " + shell_quote(arg);
   return capture(command);
+}
+
+OracleResult run_oracle(const std::string& script, const std::vector<std::string>& args) {
+  return run_project_script("tests/oracle/" + script, args);
 }
 
 }  // namespace runner::test

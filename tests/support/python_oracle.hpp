@@ -35,6 +35,11 @@ struct OracleResult {
 [[nodiscard]] OracleResult run_oracle(const std::string& script,
                                       const std::vector<std::string>& args);
 
+/// Runs the project's `script` (a path under the source folder, e.g.
+/// "scripts/make_datasets.py") with the oracle's interpreter.
+[[nodiscard]] OracleResult run_project_script(const std::string& script,
+                                              const std::vector<std::string>& args);
+
 }  // namespace runner::test
 
 /// Skips the test (GTEST_SKIP) unless the oracle imports `modules`.

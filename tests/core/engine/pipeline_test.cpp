@@ -152,8 +152,8 @@ TEST_F(PipelineTest, UnreadableSamplesAreSkippedAndCountedUnderSkip) {
   EXPECT_EQ(targets_of(pipeline.next()), (std::vector<std::int64_t>{4, 7}));
   EXPECT_EQ(targets_of(pipeline.next()), (std::vector<std::int64_t>{8, 9, 10, 11}));
   const PipelineStats stats = pipeline.stats();
-  EXPECT_GE(stats.skipped, 3);  // the workers may have read ahead into the next epoch
-  EXPECT_EQ(stats.skipped % 3, 0);
+  // Only the batches handed out count, however far the workers read ahead.
+  EXPECT_EQ(stats.skipped, 3);
 }
 
 TEST_F(PipelineTest, AnUnreadableSampleFailsTheRunUnderFail) {

@@ -220,10 +220,9 @@ Batch DataPipeline::make(Draw d, std::int64_t& skipped) {
   return b;
 }
 
-void DataPipeline::account(const Batch& batch, double seconds, std::int64_t skipped) {
+void DataPipeline::account(const Batch& batch, double seconds) {
   ++stats_.batches;
   stats_.samples += batch.size;
-  stats_.skipped += skipped;
   stats_.busy_s += seconds;
 }
 
@@ -252,8 +251,8 @@ void DataPipeline::work() {
       Batch b = make(std::move(d), skipped);
       const double seconds = seconds_since(start);
       const std::lock_guard lock(mutex_);
-      account(b, seconds, skipped);
-      ready_.emplace(ticket, std::move(b));
+      account(b, seconds);
+      ready_.emplace(ticket, std::make_pair(std::move(b), skipped));
     } catch (...) {
       const std::lock_guard lock(mutex_);
       if (!failure_) failure_ = std::current_exception();
@@ -273,14 +272,16 @@ Batch DataPipeline::next() {
     const auto start = Clock::now();
     std::int64_t skipped = 0;
     Batch b = make(draw(next_ticket_++), skipped);
-    account(b, seconds_since(start), skipped);
+    account(b, seconds_since(start));
+    stats_.skipped += skipped;
     ++delivered_;
     return b;
   }
   changed_.wait(lock, [&] { return ready_.count(delivered_) != 0 || failure_; });
   const auto it = ready_.find(delivered_);
   if (it == ready_.end()) std::rethrow_exception(failure_);
-  Batch b = std::move(it->second);
+  Batch b = std::move(it->second.first);
+  stats_.skipped += it->second.second;
   ready_.erase(it);
   ++delivered_;
   lock.unlock();

@@ -31,7 +31,7 @@ struct PipelineStats {
   std::int64_t drawn = 0;     ///< batches whose samples were drawn (made or in the making)
   std::int64_t batches = 0;   ///< batches made
   std::int64_t samples = 0;   ///< samples in them
-  std::int64_t skipped = 0;   ///< unreadable samples left out (on_error = "skip")
+  std::int64_t skipped = 0;   ///< unreadable samples left out of the batches handed out (on_error = "skip")
   double busy_s = 0;          ///< summed time spent making batches, over all workers
   double elapsed_s = 0;       ///< since the first batch was asked for
   /// Samples per second the pipeline can make with its workers when never
@@ -109,7 +109,7 @@ class DataPipeline {
   // samples (their ids are removed from `ids`).
   Batch read(std::vector<std::int64_t>& ids, std::int64_t& skipped);
   void work();  // a worker thread's loop
-  void account(const Batch& batch, double seconds, std::int64_t skipped);  // under mutex_
+  void account(const Batch& batch, double seconds);  // under mutex_
 
   Loader& loader_;
   DataSettings settings_;
@@ -125,7 +125,8 @@ class DataPipeline {
   std::int64_t next_ticket_ = 0;   // the next batch to draw
   std::int64_t delivered_ = 0;     // batches handed out by next()
   std::int64_t capacity_ = 1;      // batches drawn but not handed out, at most
-  std::map<std::int64_t, Batch> ready_;
+  // Made batches by ticket, with the samples each left out (counted when handed out).
+  std::map<std::int64_t, std::pair<Batch, std::int64_t>> ready_;
   std::exception_ptr failure_;
   bool stopping_ = false;
   PipelineStats stats_;
