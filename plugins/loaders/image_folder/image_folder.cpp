@@ -9,8 +9,10 @@
 #include <cstdio>
 // jpeglib.h uses size_t and FILE without including their headers.
 #include <jpeglib.h>
+// jerror.h after jpeglib.h: the message codes (JWRN_JPEG_EOF).
+#include <jerror.h>
 #include <png.h>
-#include <torch/nn/functional/upsampling.h>
+#include <ATen/ops/_upsample_bilinear2d_aa.h>
 
 #include <runner/sdk.hpp>
 
@@ -67,13 +69,18 @@ void jpeg_fail(j_common_ptr info) {
   (*info->err->format_message)(info, job->message);
   std::longjmp(job->jump, 1);
 }
-void jpeg_quiet(j_common_ptr, int) {}  // warnings (e.g. extraneous bytes) are not errors
+// Warnings (extraneous bytes, a corrupt segment) are not errors, as for PIL,
+// except a file that ends early: libjpeg would fill the rest with grey and
+// carry on, where PIL refuses it as truncated. So does this loader.
+void jpeg_warning(j_common_ptr info, int level) {
+  if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF) jpeg_fail(info);
+}
 
 // Decodes into job->pixels; false (with job->message) on a corrupt file.
 bool decode_jpeg(const std::vector<std::uint8_t>& data, int channels, int short_side, JpegJob* job) {
   job->info.err = jpeg_std_error(&job->errors);
   job->errors.error_exit = jpeg_fail;
-  job->errors.emit_message = jpeg_quiet;
+  job->errors.emit_message = jpeg_warning;
   job->info.client_data = job;
   if (setjmp(job->jump) != 0) {
     jpeg_destroy_decompress(&job->info);
@@ -106,32 +113,51 @@ bool decode_jpeg(const std::vector<std::uint8_t>& data, int channels, int short_
   return true;
 }
 
-// The decoded image as uint8 [C, H, W].
-torch::Tensor decode(const std::string& path, int channels, int short_side) {
+// ITU-R BT.601 luma of uint8 RGB [3, H, W] as uint8 [1, H, W], in 16-bit
+// fixed point (0.299, 0.587, 0.114 times 65536, rounded to nearest).
+torch::Tensor luma(const torch::Tensor& rgb) {
+  const torch::Tensor c = rgb.to(torch::kInt);
+  return ((c[0] * 19595 + c[1] * 38470 + c[2] * 7471 + 32768) / 65536).to(torch::kUInt8).unsqueeze(0);
+}
+
+// A decoded image: uint8 [C, H, W], decoded at `scale` of the file's
+// height x width (JPEG's DCT scaling; 1 otherwise).
+struct Decoded {
+  torch::Tensor image;
+  std::int64_t height = 0, width = 0;
+  double scale = 1;
+};
+
+Decoded decode(const std::string& path, int channels, int short_side) {
   const std::vector<std::uint8_t> data = read_file(path);
   switch (sniff(data.data(), data.size())) {
     case Format::jpeg: {
       auto job = std::make_unique<JpegJob>();
       if (!decode_jpeg(data, channels, short_side, job.get()))
         throw runner::SampleError("'" + path + "' is not a readable JPEG: " + job->message);
-      return torch::from_blob(job->pixels.data(), {job->height, job->width, job->components},
-                              torch::kUInt8)
-          .permute({2, 0, 1})
-          .clone();
+      return {torch::from_blob(job->pixels.data(), {job->height, job->width, job->components},
+                               torch::kUInt8)
+                  .permute({2, 0, 1})
+                  .clone(),
+              job->info.image_height, job->info.image_width,
+              static_cast<double>(job->info.scale_num) / job->info.scale_denom};
     }
     case Format::png: {
       png_image image{};
       image.version = PNG_IMAGE_VERSION;
       if (png_image_begin_read_from_memory(&image, data.data(), data.size()) == 0)
         throw runner::SampleError("'" + path + "' is not a readable PNG: " + image.message);
-      image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-      torch::Tensor hwc = torch::empty({image.height, image.width, channels}, torch::kUInt8);
+      // Always RGB: libpng's own grayscale conversion works in linear light,
+      // tens of levels from the luma PIL and torchvision compute.
+      image.format = PNG_FORMAT_RGB;
+      torch::Tensor hwc = torch::empty({image.height, image.width, 3}, torch::kUInt8);
       if (png_image_finish_read(&image, nullptr, hwc.data_ptr(), 0, nullptr) == 0) {
         const std::string message = image.message;
         png_image_free(&image);
         throw runner::SampleError("'" + path + "' is not a readable PNG: " + message);
       }
-      return hwc.permute({2, 0, 1}).contiguous();
+      torch::Tensor chw = hwc.permute({2, 0, 1});
+      return {channels == 1 ? luma(chw) : chw.contiguous(), image.height, image.width, 1.0};
     }
     case Format::other: break;
   }
@@ -239,20 +265,22 @@ class ImageFolder final : public runner::Loader {
 
   // Decoded, resized and cropped as the options say.
   torch::Tensor load(std::int64_t index) const {
-    torch::Tensor image =
+    const Decoded d =
         decode(files_[static_cast<std::size_t>(index)], channels_, static_cast<int>(short_side_));
+    torch::Tensor image = d.image;
     if (short_side_ > 0) {
-      const std::int64_t h = image.size(1), w = image.size(2);
+      // The size torchvision's Resize(short_side) gives the full image...
+      const std::int64_t h = d.height, w = d.width;
       const std::vector<std::int64_t> size =
           h <= w ? std::vector<std::int64_t>{short_side_, short_side_ * w / h}
                  : std::vector<std::int64_t>{short_side_ * h / w, short_side_};
-      if (size[0] != h || size[1] != w) {
-        namespace F = torch::nn::functional;
-        image = F::interpolate(image.unsqueeze(0), F::InterpolateFuncOptions()
-                                                       .size(size)
-                                                       .mode(torch::kBilinear)
-                                                       .align_corners(false)
-                                                       .antialias(true))
+      if (size[0] != image.size(1) || size[1] != image.size(2)) {
+        // ...and its sampling grid: a DCT-scaled decode spans h * scale rows,
+        // its last row partly padding (libjpeg rounds the size up), so the
+        // scales are those of the file's extent, not of the decoded size.
+        const double sh = static_cast<double>(size[0]) / (static_cast<double>(h) * d.scale);
+        const double sw = static_cast<double>(size[1]) / (static_cast<double>(w) * d.scale);
+        image = at::_upsample_bilinear2d_aa(image.unsqueeze(0), size, /*align_corners=*/false, sh, sw)
                     .squeeze(0);
       }
     }
