@@ -6,6 +6,7 @@
 // labels float32 regression targets.
 #include <runner/sdk.hpp>
 
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -93,21 +94,38 @@ Array open_npy(const std::string& path, const std::string& option) {
     throw runner::DataError("'" + path + "' is in Fortran order; save it with "
                             "np.save(path, np.ascontiguousarray(array))");
   const std::string shape_text = field(header, "shape", path);
-  std::size_t p = shape_text.find('(') + 1;
-  while (p < shape_text.size() && shape_text[p] != ')') {
+  const auto bad_shape = [&] {
+    return runner::DataError("'" + path + "': the header's shape " +
+                             shape_text.substr(0, shape_text.find(')') + 1) +
+                             " is not a tuple of sizes");
+  };
+  if (shape_text.empty() || shape_text[0] != '(') throw bad_shape();
+  std::size_t p = 1;
+  for (;;) {
     while (p < shape_text.size() && (shape_text[p] == ' ' || shape_text[p] == ',')) ++p;
+    if (p >= shape_text.size()) throw bad_shape();
     if (shape_text[p] == ')') break;
-    std::size_t used = 0;
-    a.shape.push_back(std::stoll(shape_text.substr(p), &used));
-    p += used;
+    std::int64_t dim = -1;
+    const auto [end, ec] =
+        std::from_chars(shape_text.data() + p, shape_text.data() + shape_text.size(), dim);
+    if (ec != std::errc() || dim < 0) throw bad_shape();
+    a.shape.push_back(dim);
+    p = static_cast<std::size_t>(end - shape_text.data());
   }
   if (a.shape.empty())
     throw runner::DataError("'" + path + "' holds a scalar; it needs one row per sample");
-  std::size_t need = a.row_bytes() * static_cast<std::size_t>(a.shape[0]);
-  if (size - a.data != need)
-    throw runner::DataError("'" + path + "': shape needs " + std::to_string(need) +
+  // The bytes the shape needs, compared without overflowing (a hostile header
+  // can name sizes whose product wraps around).
+  const std::size_t have = size - a.data;
+  std::size_t need = a.dtype.size;
+  bool too_big = false;
+  for (const std::int64_t dim : a.shape)
+    too_big = too_big || __builtin_mul_overflow(need, static_cast<std::size_t>(dim), &need);
+  if (too_big || need != have)
+    throw runner::DataError("'" + path + "': shape " + shape_text.substr(0, shape_text.find(')') + 1) +
+                            " needs " + (too_big ? std::string("more than 2^64") : std::to_string(need)) +
                             " bytes of data after the " + std::to_string(a.data) +
-                            "-byte header, the file has " + std::to_string(size - a.data));
+                            "-byte header, the file has " + std::to_string(have));
   a.file.advise_random();
   return a;
 }
