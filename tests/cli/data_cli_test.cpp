@@ -69,4 +69,34 @@ TEST_F(DataCliTest, ARunWithWorkersAndAugmentationsRecordsThePipelinesMetrics) {
   EXPECT_GT(runner::test::query_int(db_, "SELECT count(*) FROM summaries WHERE metric = 'data'"), 0);
 }
 
+// A CIFAR-10 folder whose data_batch_3.bin is cut short by 5 bytes.
+TEST_F(DataCliTest, ATruncatedDataFileIsRefusedBeforeAnyRunNamingTheFile) {
+  std::string records(2 * 3073, '\1');
+  fs::create_directories(dir_ / "cifar");
+  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_4.bin",
+                           "data_batch_5.bin", "test_batch.bin"})
+    write(std::string("cifar/") + name, records);
+  const fs::path cut = write("cifar/data_batch_3.bin", records.substr(0, records.size() - 5));
+  const fs::path file = write(
+      "cifar.toml",
+      "[model]\nplugin = \"convnet\"\n\n[data]\nplugin = \"cifar\"\npath = \"cifar\"\n"
+      "batch_size = 2\n\n[optimizer]\nplugin = \"sgd\"\nlr = 0.05\n\n[train]\nsteps = 2\n");
+  expect_refused(file, "plugin = \"cifar\"",
+                 "loader plugin 'cifar': '" + cut.string() +
+                     "' is truncated: 6141 bytes is not a whole number of 3073-byte records (1 "
+                     "whole, 3068 bytes over)");
+}
+
+TEST_F(DataCliTest, AMissingDataFileIsReportedAtItsOption) {
+  const fs::path file = write(
+      "tokens.toml",
+      "[model]\nplugin = \"transformer_lm\"\n\n[data]\nplugin = \"tokens\"\n"
+      "path = \"corpus/tokens.bin\"\nvocab = 256\nseq_len = 16\nbatch_size = 2\n\n"
+      "[optimizer]\nplugin = \"sgd\"\nlr = 0.05\n\n[train]\nsteps = 2\n");
+  // Relative paths are the experiment file's folder's.
+  expect_refused(file, "path = \"corpus/tokens.bin\"",
+                 "'data.path' of data plugin 'tokens': cannot open '" +
+                     (dir_ / "corpus" / "tokens.bin").string() + "': No such file or directory");
+}
+
 }  // namespace

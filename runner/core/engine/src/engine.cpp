@@ -199,6 +199,8 @@ std::unique_ptr<Loader> make_loader_for(const Experiment& exp, const PluginHost&
     return host.make_loader(exp.data->plugin, exp.data->options, context);
   } catch (const PluginOptionError& e) {
     rethrow_at_option(e, *exp.data);
+  } catch (const PluginDataError& e) {
+    throw Error(exp.data->where, e.what(), e.hint());
   }
 }
 

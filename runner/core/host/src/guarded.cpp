@@ -25,8 +25,9 @@ void rethrow_plugin_error(const PluginDescriptor& plugin, const char* what) {
                             "': " + e.what());
   } catch (const DataError& e) {
     // The data's fault, not the plugin's: exit 2 when found before the runs.
-    throw Error(std::string(to_string(plugin.kind)) + " plugin '" + plugin.name + "': " + e.what(),
-                "check the data files the [data] section names", ErrorKind::input);
+    throw PluginDataError(std::string(to_string(plugin.kind)) + " plugin '" + plugin.name + "': " +
+                              e.what(),
+                          "check the data files the [data] section names", ErrorKind::input);
   } catch (const c10::Error& e) {
     message = e.what_without_backtrace();  // TORCH_CHECK's text, not LibTorch's C++ backtrace
   } catch (const std::exception& e) {

@@ -52,6 +52,14 @@ class PluginSampleError : public Error {
   explicit PluginSampleError(const std::string& message) : Error(message, {}, ErrorKind::run) {}
 };
 
+/// What rethrow_plugin_error throws for a runner::DataError: the data a
+/// loader was pointed at is unusable (input: exit 2 before the runs). The
+/// engine adds the position of the experiment's [data] plugin.
+class PluginDataError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Rethrows the exception in flight (call it inside a catch block) as
 /// runner::Error (run) naming the plugin and its library:
 /// "model plugin 'NAME' (LIBRARY) failed in forward: MESSAGE".
