@@ -5,7 +5,9 @@
 //
 //   runner-loader --plugin cifar --option path=DIR [--option k=v ...]
 //                 [--workers 0,1,2] [--batches 200] [--batch 128] [--prefetch 2]
-//                 [--augment cifar|none] [--threads 1]
+//                 [--augment cifar|none] [--resize N] [--threads 1]
+// --resize N adds the pipeline's resize [N] and center crop [N, N] before the
+// augmentations (images decoded at full size, resized by the pipeline).
 // Prints one line per worker count: "workers=W samples_per_s=X".
 #include <ATen/Parallel.h>
 
@@ -27,7 +29,8 @@ constexpr const char* kProgram = "runner-loader";
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s --plugin NAME [--option KEY=VALUE ...] [--workers 0,1,2] "
-               "[--batches N] [--batch N] [--prefetch N] [--augment cifar|none] [--threads N]\n",
+               "[--batches N] [--batch N] [--prefetch N] [--augment cifar|none] [--resize N] "
+               "[--threads N]\n",
                kProgram, problem.c_str(), kProgram);
   std::exit(2);
 }
@@ -39,6 +42,12 @@ runner::OptionValue parse_value(const runner::OptionSpec& spec, const std::strin
     case runner::OptionType::integer: return bench::flag_integer(kProgram, spec.name, text, INT64_MIN);
     case runner::OptionType::number: return bench::flag_number(kProgram, spec.name, text, -1e300);
     case runner::OptionType::boolean: return text == "true";
+    case runner::OptionType::integer_list: {
+      std::vector<std::int64_t> items;
+      for (const auto& item : runner::split(text, ','))
+        items.push_back(bench::flag_integer(kProgram, spec.name, item, INT64_MIN));
+      return items;
+    }
     default: usage("option '" + spec.name + "' has a type this program cannot parse");
   }
 }
@@ -49,7 +58,7 @@ int main(int argc, char** argv) {
   std::string plugin;
   std::vector<std::string> options;
   std::vector<std::int64_t> workers{0, 1, 2};
-  std::int64_t batches = 200, batch = 128, prefetch = 2, threads = 1;
+  std::int64_t batches = 200, batch = 128, prefetch = 2, threads = 1, resize = 0;
   std::string augment = "cifar";
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -66,6 +75,7 @@ int main(int argc, char** argv) {
     else if (flag == "--prefetch") prefetch = bench::flag_integer(kProgram, flag, value, 1);
     else if (flag == "--threads") threads = bench::flag_integer(kProgram, flag, value, 1);
     else if (flag == "--augment") augment = value;
+    else if (flag == "--resize") resize = bench::flag_integer(kProgram, flag, value, 1);
     else usage("unknown flag " + flag);
   }
   if (plugin.empty()) usage("--plugin is required");
@@ -90,6 +100,10 @@ int main(int argc, char** argv) {
   runner::DataSettings settings;
   settings.batch_size = batch;
   settings.prefetch = prefetch;
+  if (resize > 0) {
+    settings.augment.resize = {resize};
+    settings.augment.center_crop = {resize, resize};
+  }
   if (augment == "cifar") {  // the standard CIFAR training recipe
     settings.augment.random_crop = {32};
     settings.augment.crop_padding = 4;

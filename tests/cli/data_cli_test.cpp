@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "support/cli_harness.hpp"
+#include "support/python_oracle.hpp"
 
 namespace {
 
@@ -97,6 +98,37 @@ TEST_F(DataCliTest, AMissingDataFileIsReportedAtItsOption) {
   expect_refused(file, "path = \"corpus/tokens.bin\"",
                  "'data.path' of data plugin 'tokens': cannot open '" +
                      (dir_ / "corpus" / "tokens.bin").string() + "': No such file or directory");
+}
+
+// An image folder (the oracle's, 4 images) whose JPEG bee/3.jpg is cut in
+// half: under on_error = "skip" the run finishes and records how many samples
+// it left out; under "fail" the run fails with the decoder's message.
+TEST_F(DataCliTest, ACorruptImageIsSkippedAndCountedOrFailsTheRun) {
+  RUNNER_REQUIRE_ORACLE("torch,torchvision,PIL");
+  const auto made = runner::test::run_oracle("image_folder_reference.py", {"--out", (dir_ / "img").string()});
+  ASSERT_EQ(made.code, 0) << made.output;
+  const fs::path jpeg = dir_ / "img" / "train" / "bee" / "3.jpg";
+  fs::resize_file(jpeg, fs::file_size(jpeg) / 2);
+  auto experiment = [&](const std::string& on_error) {
+    return write("img_" + on_error + ".toml",
+                 "[experiment]\nrepeats = 1\n\n[model]\nplugin = \"convnet\"\n\n"
+                 "[data]\nplugin = \"image_folder\"\npath = \"img/train\"\nbatch_size = 2\n"
+                 "shuffle = false\non_error = \"" + on_error + "\"\n\n[optimizer]\nplugin = \"sgd\"\n"
+                 "lr = 0.05\n\n[train]\nsteps = 4\nwarmup = 1\n");
+  };
+  // Four steps of two: two epochs, the corrupt image met twice.
+  const Result skip = runner::test::run_runner("run " + experiment("skip").string(), dir_, {db_, {}});
+  ASSERT_EQ(skip.code, 0) << skip.err;
+  EXPECT_EQ(runner::test::query_text(db_, "SELECT status FROM runs"), "finished");
+  EXPECT_EQ(runner::test::query_text(db_, "SELECT value FROM metrics WHERE name = 'skipped_samples'"), "2.0");
+
+  const fs::path failed_db = dir_ / "failed.db";
+  const Result fail = runner::test::run_runner("run " + experiment("fail").string(), dir_, {failed_db, {}});
+  EXPECT_EQ(fail.code, 1) << fail.err;
+  EXPECT_EQ(runner::test::query_text(failed_db, "SELECT status FROM runs"), "failed");
+  EXPECT_EQ(runner::test::query_text(failed_db, "SELECT error FROM runs"),
+            "loader plugin 'image_folder': '" + jpeg.string() +
+                "' is not a readable JPEG: Premature end of JPEG file");
 }
 
 }  // namespace
