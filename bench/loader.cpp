@@ -6,6 +6,8 @@
 //   runner-loader --plugin cifar --option path=DIR [--option k=v ...]
 //                 [--workers 0,1,2] [--batches 200] [--batch 128] [--prefetch 2]
 //                 [--augment cifar|none] [--resize N] [--threads 1]
+// --raw true times the loader's get_batch alone (no pipeline, no float
+// scaling, no augmentation): "raw samples_per_s=X".
 // --resize N adds the pipeline's resize [N] and center crop [N, N] before the
 // augmentations (images decoded at full size, resized by the pipeline).
 // Prints one line per worker count: "workers=W samples_per_s=X".
@@ -30,7 +32,7 @@ constexpr const char* kProgram = "runner-loader";
   std::fprintf(stderr,
                "%s: %s\nusage: %s --plugin NAME [--option KEY=VALUE ...] [--workers 0,1,2] "
                "[--batches N] [--batch N] [--prefetch N] [--augment cifar|none] [--resize N] "
-               "[--threads N]\n",
+               "[--threads N] [--raw true]\n",
                kProgram, problem.c_str(), kProgram);
   std::exit(2);
 }
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> workers{0, 1, 2};
   std::int64_t batches = 200, batch = 128, prefetch = 2, threads = 1, resize = 0;
   std::string augment = "cifar";
+  bool raw = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) usage("missing value after " + flag);
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
     else if (flag == "--prefetch") prefetch = bench::flag_integer(kProgram, flag, value, 1);
     else if (flag == "--threads") threads = bench::flag_integer(kProgram, flag, value, 1);
     else if (flag == "--augment") augment = value;
+    else if (flag == "--raw") raw = value == "true";
     else if (flag == "--resize") resize = bench::flag_integer(kProgram, flag, value, 1);
     else usage("unknown flag " + flag);
   }
@@ -112,6 +116,21 @@ int main(int argc, char** argv) {
     settings.augment.normalize_std = {0.2470, 0.2435, 0.2616};
   }
   using Clock = std::chrono::steady_clock;
+  if (raw) {  // the loader alone: get_batch over consecutive samples, this thread
+    std::int64_t next = 0;
+    auto batch_of = [&] {
+      std::vector<std::int64_t> ids(static_cast<std::size_t>(batch));
+      for (auto& id : ids) id = next++ % loader->size();
+      return loader->get_batch(ids);
+    };
+    for (int i = 0; i < 2; ++i) (void)batch_of();
+    const auto start = Clock::now();
+    std::int64_t samples = 0;
+    for (std::int64_t i = 0; i < batches; ++i) samples += batch_of().size;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    std::printf("raw samples_per_s=%.1f\n", static_cast<double>(samples) / seconds);
+    return 0;
+  }
   for (const std::int64_t w : workers) {
     settings.workers = w;
     runner::DataPipeline pipeline(*loader, settings, /*seed=*/1, 0, 1);

@@ -21,7 +21,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,9 +46,13 @@ Format sniff(const std::uint8_t* b, std::size_t n) {
 }
 
 std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw runner::SampleError("cannot read '" + path + "'");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(in.tellg()));
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
+    throw runner::SampleError("cannot read '" + path + "'");
+  return bytes;
 }
 
 // libjpeg reports errors through a callback that must not return: it jumps
@@ -60,7 +63,7 @@ struct JpegJob {
   jpeg_error_mgr errors{};
   std::jmp_buf jump{};
   char message[JMSG_LENGTH_MAX] = {};
-  std::vector<std::uint8_t> pixels;  // HWC
+  torch::Tensor pixels;  // uint8 [H, W, C], decoded into directly
   int width = 0, height = 0, components = 0;
 };
 
@@ -77,6 +80,7 @@ void jpeg_warning(j_common_ptr info, int level) {
 }
 
 // Decodes into job->pixels; false (with job->message) on a corrupt file.
+// (job->pixels is a member, not a local: longjmp skips no destructor.)
 bool decode_jpeg(const std::vector<std::uint8_t>& data, int channels, int short_side, JpegJob* job) {
   job->info.err = jpeg_std_error(&job->errors);
   job->errors.error_exit = jpeg_fail;
@@ -103,9 +107,10 @@ bool decode_jpeg(const std::vector<std::uint8_t>& data, int channels, int short_
   job->height = static_cast<int>(job->info.output_height);
   job->components = job->info.output_components;
   const std::size_t row = static_cast<std::size_t>(job->width) * job->components;
-  job->pixels.resize(row * job->height);
+  job->pixels = torch::empty({job->height, job->width, job->components}, torch::kUInt8);
+  auto* pixels = job->pixels.data_ptr<std::uint8_t>();
   while (job->info.output_scanline < job->info.output_height) {
-    JSAMPROW line = job->pixels.data() + row * job->info.output_scanline;
+    JSAMPROW line = pixels + row * job->info.output_scanline;
     jpeg_read_scanlines(&job->info, &line, 1);
   }
   jpeg_finish_decompress(&job->info);
@@ -135,10 +140,7 @@ Decoded decode(const std::string& path, int channels, int short_side) {
       auto job = std::make_unique<JpegJob>();
       if (!decode_jpeg(data, channels, short_side, job.get()))
         throw runner::SampleError("'" + path + "' is not a readable JPEG: " + job->message);
-      return {torch::from_blob(job->pixels.data(), {job->height, job->width, job->components},
-                               torch::kUInt8)
-                  .permute({2, 0, 1})
-                  .clone(),
+      return {job->pixels.permute({2, 0, 1}),  // a view: copied once, into the batch
               job->info.image_height, job->info.image_width,
               static_cast<double>(job->info.scale_num) / job->info.scale_denom};
     }
@@ -157,7 +159,7 @@ Decoded decode(const std::string& path, int channels, int short_side) {
         throw runner::SampleError("'" + path + "' is not a readable PNG: " + message);
       }
       torch::Tensor chw = hwc.permute({2, 0, 1});
-      return {channels == 1 ? luma(chw) : chw.contiguous(), image.height, image.width, 1.0};
+      return {channels == 1 ? luma(chw) : chw, image.height, image.width, 1.0};
     }
     case Format::other: break;
   }
@@ -216,6 +218,26 @@ class ImageFolder final : public runner::Loader {
   std::int64_t skipped() const override { return skipped_; }
 
   runner::Example get(std::int64_t index) override {
+    return {sample(index).contiguous(), torch::tensor(labels_[static_cast<std::size_t>(index)], torch::kLong)};
+  }
+
+  runner::Batch get_batch(const std::vector<std::int64_t>& indices) override {
+    const auto n = static_cast<std::int64_t>(indices.size());
+    runner::Batch b{torch::empty({n, shape_[0], shape_[1], shape_[2]}, torch::kUInt8),
+                    torch::empty({n}, torch::kLong), n};
+    auto* targets = b.targets.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t index = indices[static_cast<std::size_t>(i)];
+      b.inputs[i].copy_(sample(index));  // the decoder's HWC pixels, transposed once
+      targets[i] = labels_[static_cast<std::size_t>(index)];
+    }
+    return b;
+  }
+
+ private:
+  // Sample `index` as a [C, H, W] view (not necessarily contiguous), checked
+  // to have the data set's shape.
+  torch::Tensor sample(std::int64_t index) const {
     if (index < 0 || index >= size())
       throw runner::DataError("sample " + std::to_string(index) + " is outside the " +
                               std::to_string(size()) + " images");
@@ -226,22 +248,9 @@ class ImageFolder final : public runner::Loader {
           "x" + std::to_string(image.size(1)) + " but '" + files_.front() + "' is " +
           std::to_string(shape_[2]) + "x" + std::to_string(shape_[1]) +
           ": set short_side and crop so every image has one size");
-    return {image, torch::tensor(labels_[static_cast<std::size_t>(index)], torch::kLong)};
+    return image;
   }
 
-  runner::Batch get_batch(const std::vector<std::int64_t>& indices) override {
-    const auto n = static_cast<std::int64_t>(indices.size());
-    runner::Batch b{torch::empty({n, shape_[0], shape_[1], shape_[2]}, torch::kUInt8),
-                    torch::empty({n}, torch::kLong), n};
-    for (std::int64_t i = 0; i < n; ++i) {
-      runner::Example e = get(indices[static_cast<std::size_t>(i)]);
-      b.inputs[i].copy_(e.input);
-      b.targets[i] = e.target;
-    }
-    return b;
-  }
-
- private:
   static bool looks_like_an_image(const std::string& file) {
     std::uint8_t head[8] = {};
     std::ifstream in(file, std::ios::binary);
@@ -263,7 +272,8 @@ class ImageFolder final : public runner::Loader {
                               "classes, in the same order");
   }
 
-  // Decoded, resized and cropped as the options say.
+  // Decoded, resized and cropped as the options say: a [C, H, W] view of
+  // the decoder's [H, W, C] pixels (copied once, by the caller).
   torch::Tensor load(std::int64_t index) const {
     const Decoded d =
         decode(files_[static_cast<std::size_t>(index)], channels_, static_cast<int>(short_side_));
@@ -293,7 +303,7 @@ class ImageFolder final : public runner::Loader {
                                 std::to_string(ch) + "; raise short_side");
       image = image.narrow(1, (image.size(1) - ch) / 2, ch).narrow(2, (image.size(2) - cw) / 2, cw);
     }
-    return image.contiguous();
+    return image;
   }
 
   std::int64_t short_side_;
