@@ -107,7 +107,7 @@ int handle_show(const Args& args, const Global& global) {
   }
   if (!run->files.empty()) {
     std::cout << "\n";
-    Table t({"weights", "sha256", "bytes", "path"});
+    Table t({"file", "sha256", "bytes", "path"});
     for (const auto& f : run->files)
       t.add({f.role, f.sha256.substr(0, 16), std::to_string(f.bytes), f.path});
     t.print(std::cout);
@@ -116,6 +116,12 @@ int handle_show(const Args& args, const Global& global) {
       if (!f.skipped.empty())
         std::cout << f.role << " skipped (strict = false): "
                   << terminal_safe(replace_all(f.skipped, "\n", ", ")) << "\n";
+  }
+  if (!run->attributes.empty()) {
+    std::cout << "\n";
+    Table t({"attribute", "value"});
+    for (const auto& a : run->attributes) t.add({a.name, terminal_safe(a.value)});
+    t.print(std::cout);
   }
   if (!run->evaluations.empty()) {
     std::cout << "\n";

@@ -27,7 +27,8 @@ MergeCounts& MergeCounts::operator+=(const MergeCounts& other) {
         std::pair{&fingerprints, &other.fingerprints}, std::pair{&runs, &other.runs},
         std::pair{&run_plugins, &other.run_plugins}, std::pair{&samples, &other.samples},
         std::pair{&summaries, &other.summaries}, std::pair{&metrics, &other.metrics},
-        std::pair{&evaluations, &other.evaluations}, std::pair{&run_files, &other.run_files}}) {
+        std::pair{&evaluations, &other.evaluations}, std::pair{&run_files, &other.run_files},
+        std::pair{&run_attributes, &other.run_attributes}}) {
     mine->added += theirs->added;
     mine->present += theirs->present;
   }
@@ -91,6 +92,7 @@ class Merger {
     children("metrics", {"name", "value", "unit"}, counts_.metrics);
     children("evaluations", {"step", "metric", "value"}, counts_.evaluations);
     children("run_files", {"role", "path", "sha256", "bytes", "skipped"}, counts_.run_files);
+    children("run_attributes", {"name", "value"}, counts_.run_attributes);
     return counts_;
   }
 

@@ -406,6 +406,18 @@ ALTER TABLE samples ADD COLUMN loss_scale REAL;
 ALTER TABLE samples ADD COLUMN skipped INTEGER CHECK (skipped IN (0, 1));
 )sql";
 
+// Version 7 (compiled models): facts about what a run ran, as text (the
+// provenance an exported model carries: the torch version that made it, its
+// device, its dynamic dimensions), one row per name.
+constexpr const char* kSchemaV7 = R"sql(
+CREATE TABLE run_attributes (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name   TEXT NOT NULL CHECK (name <> ''),
+  value  TEXT NOT NULL,
+  PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+)sql";
+
 #undef RUNNER_NOW
 
 constexpr int parse_decimal(const char* text) {
@@ -416,8 +428,8 @@ constexpr int parse_decimal(const char* text) {
 static_assert(parse_decimal(RUNNER_STALE_SECONDS) == kStaleHeartbeatSeconds,
               "the views' stale threshold must match kStaleHeartbeatSeconds");
 
-constexpr std::array<const char*, 6> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
-                                                    kSchemaV5, kSchemaV6};
+constexpr std::array<const char*, 7> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
+                                                    kSchemaV5, kSchemaV6, kSchemaV7};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

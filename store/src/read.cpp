@@ -190,6 +190,12 @@ std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
             {query.text(0), query.text(1), query.text(2), query.int64(3), query.text(4)});
     }
     {
+      Statement query(db_.get(),
+                      "SELECT name, value FROM run_attributes WHERE run_id = ?1 ORDER BY name");
+      query.bind_int(1, run_id);
+      while (query.step()) detail.attributes.push_back({query.text(0), query.text(1)});
+    }
+    {
       Statement query(db_.get(), "SELECT count(*) FROM samples WHERE run_id = ?1");
       query.bind_int(1, run_id);
       if (query.step()) detail.sample_count = query.int64(0);

@@ -306,12 +306,25 @@ void check_evaluations_and_files(const std::string& doing,
   }
 }
 
+// Attribute names must be non-empty and unique: checked before the
+// transaction, so that a bad set changes nothing and says why.
+void check_attributes(const std::string& doing, const std::vector<RunAttribute>& attributes) {
+  std::set<std::string> names;
+  for (const RunAttribute& a : attributes) {
+    if (a.name.empty())
+      throw Error(doing + ": an attribute has an empty name", {}, ErrorKind::run);
+    if (!names.insert(a.name).second)
+      throw Error(doing + ": two attributes named '" + a.name + "'", {}, ErrorKind::run);
+  }
+}
+
 }  // namespace
 
 void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string& error,
                        const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
                        int signal, const std::vector<Evaluation>& evaluations,
-                       const std::vector<RunFile>& files) {
+                       const std::vector<RunFile>& files,
+                       const std::vector<RunAttribute>& attributes) {
   const std::string doing = "cannot finish run " + std::to_string(run_id);
   if (status == RunStatus::running) {
     throw Error(doing +
@@ -326,6 +339,7 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
                 {}, ErrorKind::run);
   }
   check_evaluations_and_files(doing, evaluations, files);
+  check_attributes(doing, attributes);
   with_context(doing, [&] {
     Transaction tx(db_.get());
     {
@@ -408,6 +422,16 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
       insert_file.bind_int(5, f.bytes);
       insert_file.bind_text(6, f.skipped);
       insert_file.run();
+    }
+
+    Statement insert_attribute(
+        db_.get(), "INSERT INTO run_attributes (run_id, name, value) VALUES (?1, ?2, ?3)");
+    for (const RunAttribute& a : attributes) {
+      insert_attribute.reset();
+      insert_attribute.bind_int(1, run_id);
+      insert_attribute.bind_text(2, a.name);
+      insert_attribute.bind_text(3, a.value);
+      insert_attribute.run();
     }
     tx.commit();
   });

@@ -67,7 +67,7 @@ TEST_F(ShowCliTest, PrintsTheWeightsFilesAndOneEvaluationRowPerStep) {
       "      100     0.625          7  1.25           -\n";
   // The role, the first 16 hex digits of the SHA-256, the size in bytes, the path.
   const std::string weights =
-      "\nweights    sha256            bytes  path\n"
+      "\nfile       sha256            bytes  path\n"
       "init_from  abcdef0123456789   1024  /w/in.safetensors\n"
       "save_to    0011223344556677   2048  /w/out.safetensors\n";
   const auto metrics_at = r.out.find("\nfinal_loss ");
@@ -90,7 +90,7 @@ TEST_F(ShowCliTest, ARunWithoutEvaluationsOrFilesShowsNeither) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\nfinal_loss "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("eval step"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("weights"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nfile "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nfingerprint "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  host.hostname = box\n"), std::string::npos) << r.out;
 }

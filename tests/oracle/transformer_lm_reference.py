@@ -203,76 +203,81 @@ class Llama(nn.Module):
         return self.lm_head(self.model.norm(x))
 
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--flavour", choices=["gpt2", "llama"], required=True)
-parser.add_argument("--vocab", type=int, default=97)
-parser.add_argument("--width", type=int, default=64)
-parser.add_argument("--depth", type=int, default=2)
-parser.add_argument("--heads", type=int, default=4)
-parser.add_argument("--kv-heads", type=int, default=2)
-parser.add_argument("--mlp-hidden", type=int, default=0)
-parser.add_argument("--multiple-of", type=int, default=256)
-parser.add_argument("--seq", type=int, default=16)
-parser.add_argument("--max-seq", type=int, default=24)
-parser.add_argument("--batch", type=int, default=3)
-parser.add_argument("--eps", type=float, default=1e-5)
-parser.add_argument("--theta", type=float, default=10000.0)
-parser.add_argument("--steps", type=int, default=5)
-parser.add_argument("--lr", type=float, default=0.05)
-parser.add_argument("--momentum", type=float, default=0.9)
-parser.add_argument("--out", required=True)
-args = parser.parse_args()
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--flavour", choices=["gpt2", "llama"], required=True)
+    parser.add_argument("--vocab", type=int, default=97)
+    parser.add_argument("--width", type=int, default=64)
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--mlp-hidden", type=int, default=0)
+    parser.add_argument("--multiple-of", type=int, default=256)
+    parser.add_argument("--seq", type=int, default=16)
+    parser.add_argument("--max-seq", type=int, default=24)
+    parser.add_argument("--batch", type=int, default=3)
+    parser.add_argument("--eps", type=float, default=1e-5)
+    parser.add_argument("--theta", type=float, default=10000.0)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
 
-torch.manual_seed(0)
-torch.set_num_threads(1)
-if args.flavour == "gpt2":
-    hidden = args.mlp_hidden or 4 * args.width
-    model = Gpt(args.vocab, args.width, args.depth, args.heads, hidden, args.max_seq, args.eps)
-else:
-    # Meta's Llama reference: two thirds of 4 x width, rounded up to a multiple.
-    multiple = args.multiple_of
-    hidden = args.mlp_hidden or multiple * math.ceil(int(2 * 4 * args.width / 3) / multiple)
-    model = Llama(args.vocab, args.width, args.depth, args.heads, args.kv_heads, hidden,
-                  args.max_seq, args.eps, args.theta)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    if args.flavour == "gpt2":
+        hidden = args.mlp_hidden or 4 * args.width
+        model = Gpt(args.vocab, args.width, args.depth, args.heads, hidden, args.max_seq, args.eps)
+    else:
+        # Meta's Llama reference: two thirds of 4 x width, rounded up to a multiple.
+        multiple = args.multiple_of
+        hidden = args.mlp_hidden or multiple * math.ceil(int(2 * 4 * args.width / 3) / multiple)
+        model = Llama(args.vocab, args.width, args.depth, args.heads, args.kv_heads, hidden,
+                      args.max_seq, args.eps, args.theta)
 
-state = {k: v.clone() for k, v in model.state_dict().items()}
-stream = torch.randint(0, args.vocab, (args.batch, args.seq + 1))
-ids, targets = stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
-
-
-def loss_of(logits):
-    return F.cross_entropy(logits.reshape(-1, args.vocab), targets.reshape(-1))
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    stream = torch.randint(0, args.vocab, (args.batch, args.seq + 1))
+    ids, targets = stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
 
 
-model.eval()
-with torch.no_grad():
-    logits = model(ids)
-    loss = loss_of(logits)
-with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-    model(ids[:1])
-flops = counter.get_total_flops()
+    def loss_of(logits):
+        return F.cross_entropy(logits.reshape(-1, args.vocab), targets.reshape(-1))
 
-model.train()
-optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-for step in range(args.steps):
-    optimizer.zero_grad()
-    loss_of(model(ids)).backward()
-    optimizer.step()
 
-params = sum(p.numel() for p in model.parameters())
-torch.save(
-    {
-        "state": state,
-        "ids": ids,
-        "targets": targets,
-        "logits": logits,
-        "loss": loss,
-        "after": {k: v.clone() for k, v in model.state_dict().items()},
-        "params": params,
-        "flops": int(flops),
-        "mlp_hidden": hidden,
-    },
-    args.out,
-)
-print(f"{args.flavour}: {params} parameters, {flops} FLOPs per sequence of {args.seq}, "
-      f"loss {loss.item():.4f}")
+    model.eval()
+    with torch.no_grad():
+        logits = model(ids)
+        loss = loss_of(logits)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(ids[:1])
+    flops = counter.get_total_flops()
+
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    for step in range(args.steps):
+        optimizer.zero_grad()
+        loss_of(model(ids)).backward()
+        optimizer.step()
+
+    params = sum(p.numel() for p in model.parameters())
+    torch.save(
+        {
+            "state": state,
+            "ids": ids,
+            "targets": targets,
+            "logits": logits,
+            "loss": loss,
+            "after": {k: v.clone() for k, v in model.state_dict().items()},
+            "params": params,
+            "flops": int(flops),
+            "mlp_hidden": hidden,
+        },
+        args.out,
+    )
+    print(f"{args.flavour}: {params} parameters, {flops} FLOPs per sequence of {args.seq}, "
+          f"loss {loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -440,3 +440,49 @@ TEST_F(StoreTest, RecipeColumnsOfSamplesRoundTripMigrateAndMerge) {
             1);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM samples WHERE lr = 0.01"), 2);
 }
+
+// --- version 7: attributes of a run -------------------------------------------
+
+TEST_F(StoreTest, AttributesRoundTripAreCheckedAndMerge) {
+  using runner::store::RunAttribute;
+  const fs::path shard = dir_ / "attributes.db";
+  {
+    Store store = Store::open(shard);
+    const Ids ids = add_trial(store);
+    const std::int64_t run = begin(store, ids);
+    // Not in name order: get_run() sorts.
+    store.finish_run(run, RunStatus::finished, "", {}, {}, 0, {}, {},
+                     {{"model.torch_version", "2.14.1+cu130"}, {"model.dynamic_dims", ""},
+                      {"model.format", "aoti"}});
+    const auto detail = store.get_run(run);
+    ASSERT_TRUE(detail.has_value());
+    ASSERT_EQ(detail->attributes.size(), 3U);
+    EXPECT_EQ(detail->attributes[0].name, "model.dynamic_dims");
+    EXPECT_EQ(detail->attributes[0].value, "");
+    EXPECT_EQ(detail->attributes[1].name, "model.format");
+    EXPECT_EQ(detail->attributes[1].value, "aoti");
+    EXPECT_EQ(detail->attributes[2].name, "model.torch_version");
+    EXPECT_EQ(detail->attributes[2].value, "2.14.1+cu130");
+
+    // Two with one name, or an empty name: refused, nothing of the verdict written.
+    const std::int64_t twice = begin(store, ids, RunKind::train, 1);
+    EXPECT_THROW_MSG(store.finish_run(twice, RunStatus::finished, "", {}, {}, 0, {}, {},
+                                      {{"model.format", "aoti"}, {"model.format", "torchscript"}}),
+                     Error,
+                     "cannot finish run " + std::to_string(twice) +
+                         ": two attributes named 'model.format'");
+    EXPECT_THROW_MSG(store.finish_run(twice, RunStatus::finished, "", {}, {}, 0, {}, {},
+                                      {RunAttribute{"", "x"}}),
+                     Error,
+                     "cannot finish run " + std::to_string(twice) +
+                         ": an attribute has an empty name");
+    EXPECT_EQ(store.get_run(twice)->row.stored_status, RunStatus::running);
+    EXPECT_TRUE(store.get_run(twice)->attributes.empty());
+  }
+  Store all = Store::open(db_path_);
+  const auto counts = all.merge_from(shard);
+  EXPECT_EQ(counts.run_attributes.added, 3);
+  EXPECT_EQ(query_text(handle(all), "SELECT value FROM run_attributes WHERE name = 'model.format'"),
+            "aoti");
+  EXPECT_EQ(all.merge_from(shard).run_attributes.present, 3);
+}

@@ -61,9 +61,10 @@ TEST_F(StoreTest, ReopeningKeepsDataAndDoesNotMigrateAgain) {
 }
 
 TEST_F(StoreTest, NewerSchemaVersionIsRejected) {
-  exec_raw(db_path_, "CREATE TABLE future (x); PRAGMA user_version = 7;");
+  const std::string future = std::to_string(runner::store::kSchemaVersion + 1);
+  exec_raw(db_path_, "CREATE TABLE future (x); PRAGMA user_version = " + future + ";");
   const std::string expected = "database '" + db_path_.string() +
-                               "' has schema version 7, newer than this runner supports (" + std::to_string(runner::store::kSchemaVersion) + ")";
+                               "' has schema version " + future + ", newer than this runner supports (" + std::to_string(runner::store::kSchemaVersion) + ")";
   EXPECT_THROW_MSG(Store::open(db_path_), Error, expected);
   EXPECT_THROW_MSG(Store::open_read_only(db_path_), Error, expected);
   try {
@@ -360,7 +361,9 @@ TEST_F(StoreTest, MigrationStepsAreAvailableForTests) {
             std::string::npos);
   EXPECT_NE(std::string(runner::store::testing::migration_sql(6)).find("ADD COLUMN grad_norm"),
             std::string::npos);
-  EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(7)), std::out_of_range);
+  EXPECT_NE(std::string(runner::store::testing::migration_sql(7)).find("CREATE TABLE run_attributes"),
+            std::string::npos);
+  EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(8)), std::out_of_range);
   EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(0)), std::out_of_range);
 }
 

@@ -204,6 +204,17 @@ std::unique_ptr<Loader> make_loader_for(const Experiment& exp, const PluginHost&
   }
 }
 
+std::unique_ptr<Model> make_model_for(const Experiment& exp, const PluginHost& host,
+                                      const ModelContext& context) {
+  try {
+    return host.make_model(exp.model.plugin, exp.model.options, context);
+  } catch (const PluginOptionError& e) {
+    rethrow_at_option(e, exp.model);
+  } catch (const PluginDataError& e) {
+    throw Error(exp.model.where, e.what(), e.hint());
+  }
+}
+
 std::unique_ptr<Optimizer> make_optimizer_for(const Experiment& exp, const PluginHost& host,
                                               const OptimizerContext& context) {
   try {
@@ -236,6 +247,8 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
   model_context.seed = seed;
   model_context.rank = rank.rank();
   model_context.world_size = rank.world_size();
+  model_context.batch_size = exp.data_settings.batch_size;
+  model_context.training = exp.kind == RunKind::train;
   if (exp.data) {
     w.loader = make_loader_for(exp, host, loader_context(exp, seed, rank.rank(), rank.world_size()));
     // The pipeline starts reading now, while the model is built.
@@ -251,7 +264,7 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
   }
   w.recipe = std::make_unique<Recipe>(exp, device);
   if (w.loader) w.recipe->check_input_shape(model_context.input_shape);
-  w.model = host.make_model(exp.model.plugin, exp.model.options, model_context);
+  w.model = make_model_for(exp, host, model_context);
   if (!exp.model_settings.init_from.empty())  // on the CPU, before the move
     w.init_file = load_initial_weights(exp, *w.model, w.skipped);
   w.model->module().to(device);
@@ -569,6 +582,12 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
       out.files.push_back(*w.init_file);
       out.metrics.push_back({"init_skipped", static_cast<double>(w.skipped.size()), "count"});
     }
+    for (auto& file : model_files(exp)) out.files.push_back(std::move(file));
+    for (const auto& [key, value] : w.model->provenance())
+      out.attributes.push_back({"model." + key, value});
+    // Before anything is timed: a path that computes something else fails here.
+    if (!exp.model_settings.check_against.empty())
+      out.files.push_back(check_outputs(exp, *w.model, *w.recipe, device, out.metrics));
     if (exp.eval.enabled) w.evaluator = std::make_unique<Evaluator>(exp, *request.host, seed, device);
     auto clock = make_phase_clock(device_name);
     out.metrics.push_back({"setup_s", seconds_between(run_start, Clock::now()), "s"});
@@ -722,6 +741,11 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
     build(w, experiment, host, run_seed(experiment, 0), torch::kCPU, rank);
   }
   Recipe recipe(experiment, run_device);
+  ModelContext model_context;
+  model_context.device = run_device;
+  model_context.seed = run_seed(experiment, 0);
+  model_context.batch_size = experiment.data_settings.batch_size;
+  model_context.training = experiment.kind == RunKind::train;
   if (experiment.data) {
     const DataSettings& data = experiment.data_settings;
     if (data.pin_memory && !run_device.is_cuda())
@@ -740,7 +764,15 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
       rethrow_at_key(e, experiment);
     }
     if (experiment.model_settings.channels_last) recipe.check_input_shape(shape);
+    model_context.input_shape = shape;
+    model_context.num_classes = loader->spec().num_classes;
   }
+  // A model plugin that reads files (a compiled package, a TorchScript
+  // file) checks them against the run now: another torch version, another
+  // device, the data's shape or the batch size is an input error at the
+  // option, before any run.
+  if (!experiment.model.content_sha256.empty() && experiment.model_settings.init_from.empty())
+    (void)make_model_for(experiment, host, model_context);
   if (experiment.kind != RunKind::train) return;
   // The optimizer's view of the run: the run's device and steps, over a
   // stand-in module in the run's dtype (the model is not built for this).

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
@@ -101,19 +103,98 @@ store::RunFile file_record(const std::string& role, const std::filesystem::path&
   return file;
 }
 
+// The file validated with these bytes; another file now would be another trial.
+void check_unchanged(const store::RunFile& record, const std::string& validated) {
+  if (record.sha256 != validated)
+    throw Error("'" + record.path + "' changed since the experiment was validated (SHA-256 " +
+                    record.sha256.substr(0, 16) + "..., was " + validated.substr(0, 16) + "...)",
+                "run the experiment again: the new file is a new trial");
+}
+
+// 3 significant digits: 2.41e-07, 0.0312, nan.
+std::string sci(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", value);
+  return text;
+}
+
+std::string shape_of(const torch::Tensor& t) {
+  std::string text = "[";
+  for (std::int64_t d = 0; d < t.dim(); ++d) text += (d ? ", " : "") + std::to_string(t.size(d));
+  return text + "]";
+}
+
 }  // namespace
+
+std::vector<store::RunFile> model_files(const Experiment& experiment) {
+  std::vector<store::RunFile> files;
+  for (const auto& [option, sha] : experiment.model.content_sha256) {
+    files.push_back(file_record("model." + option, experiment.model.options.string(option)));
+    check_unchanged(files.back(), sha);
+  }
+  return files;
+}
+
+store::RunFile check_outputs(const Experiment& experiment, Model& model, const Recipe& recipe,
+                             torch::Device device, std::vector<store::Metric>& metrics) {
+  const ModelSettings& settings = experiment.model_settings;
+  const std::string source = settings.check_against.string();
+  store::RunFile record = file_record("check_against", settings.check_against);
+  check_unchanged(record, settings.check_against_sha256);
+  const auto tensors = weights::read_safetensors_tensors(settings.check_against);
+  const auto input = tensors.find("input");
+  const auto expected = tensors.find("output");
+  if (input == tensors.end() || expected == tensors.end())
+    throw Error("model.check_against: '" + source + "' has no tensor '" +
+                    (input == tensors.end() ? "input" : "output") +
+                    "'; give the .reference.safetensors file runner-export writes",
+                "", ErrorKind::run);
+  torch::nn::Module& module = model.module();
+  const bool was_training = module.is_training();
+  module.eval();
+  torch::Tensor output;
+  {
+    torch::NoGradGuard no_grad;
+    Batch batch{input->second.to(device), torch::Tensor(), input->second.size(0)};
+    recipe.prepare_batch(batch);
+    const auto start = std::chrono::steady_clock::now();
+    {
+      const auto autocast = recipe.autocast();
+      output = model.forward(batch);
+    }
+    output = output.to(torch::kCPU, torch::kDouble);  // waits for a device's kernels
+    metrics.push_back({"first_call_s",
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                       "s"});
+  }
+  module.train(was_training);
+  const torch::Tensor reference = expected->second.to(torch::kDouble);
+  if (output.sizes() != reference.sizes())
+    throw Error("model.check_against: the model's output has shape " + shape_of(output) +
+                    " and the reference output in '" + source + "' has shape " +
+                    shape_of(reference) + ": the model computes something else",
+                "", ErrorKind::run);
+  const double abs_error = (output - reference).abs().max().item<double>();
+  const double scale = reference.abs().max().item<double>();
+  const double rel_error = scale > 0 ? abs_error / scale : abs_error;
+  metrics.push_back({"output_max_abs_error", abs_error, ""});
+  metrics.push_back({"output_max_rel_error", rel_error, ""});
+  if (!(rel_error <= settings.check_tolerance))  // NaN fails
+    throw Error("model.check_against: the model's output differs from the reference in '" +
+                    source + "' by " + sci(rel_error) +
+                    " (max |y - ref| / max |ref|; max |y - ref| = " + sci(abs_error) +
+                    "), more than check_tolerance = " + sci(settings.check_tolerance) +
+                    ": a path that computes something else is not timed",
+                "", ErrorKind::run);
+  return record;
+}
 
 store::RunFile load_initial_weights(const Experiment& experiment, Model& model,
                                     std::vector<std::string>& skipped) {
   const ModelSettings& settings = experiment.model_settings;
   const std::string source = settings.init_from.string();
   store::RunFile record = file_record("init_from", settings.init_from);
-  // The file validated with these bytes; another file now would be another trial.
-  if (record.sha256 != settings.init_from_sha256)
-    throw Error("'" + source + "' changed since the experiment was validated (SHA-256 " +
-                    record.sha256.substr(0, 16) + "..., was " +
-                    settings.init_from_sha256.substr(0, 16) + "...)",
-                "run the experiment again: the new file is a new trial");
+  check_unchanged(record, settings.init_from_sha256);
   const auto state = weights::read_weights(settings.init_from);
   const weights::StateLoad load =
       weights::load_state(model.module(), state, settings.strict, source, model.tied_parameters());

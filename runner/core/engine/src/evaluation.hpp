@@ -57,6 +57,23 @@ class Evaluator {
 store::RunFile load_initial_weights(const Experiment& experiment, Model& model,
                                     std::vector<std::string>& skipped);
 
+/// The files the model plugin's content() options name (an AOTInductor
+/// package, a TorchScript file), as records with roles "model.OPTION",
+/// hashed now. Throws runner::Error when a file's bytes changed since the
+/// experiment was validated: another file is another trial.
+std::vector<store::RunFile> model_files(const Experiment& experiment);
+
+/// [model] check_against: runs `model` (eval mode, no grad, the recipe's
+/// precision and memory format) on the file's tensor "input" and compares
+/// the result with its tensor "output" before anything is timed. Appends
+/// output_max_abs_error, output_max_rel_error (max |y - ref| / max |ref|)
+/// and first_call_s (that call's time) to `metrics`; throws runner::Error
+/// (run) when the shapes differ or the relative error exceeds
+/// check_tolerance (NaN never passes): a path that computes something else
+/// is failed, never timed. Returns the file's record (role "check_against").
+store::RunFile check_outputs(const Experiment& experiment, Model& model, const Recipe& recipe,
+                             torch::Device device, std::vector<store::Metric>& metrics);
+
 /// Writes the model's parameters and buffers (and tied aliases) to
 /// `path` as safetensors, with metadata naming the experiment and run.
 store::RunFile save_weights(const std::filesystem::path& path, const Experiment& experiment,

@@ -27,6 +27,8 @@ Json json_of(const PluginChoice& choice) {
     if (std::find(choice.identity_omits.begin(), choice.identity_omits.end(), name) ==
         choice.identity_omits.end())
       options[name] = json_of(value);
+  // A file named by content: its bytes identify the trial, not its path.
+  for (const auto& [name, sha] : choice.content_sha256) options[name] = {{"sha256", sha}};
   Json section = Json::object();
   section["plugin"] = choice.plugin;
   section["options"] = std::move(options);
@@ -51,6 +53,9 @@ std::string Experiment::resolved_json() const {
   if (!model_settings.init_from.empty())
     root["model"]["init_from"] = {{"sha256", model_settings.init_from_sha256},
                                   {"strict", model_settings.strict}};
+  if (!model_settings.check_against.empty())
+    root["model"]["check_against"] = {{"sha256", model_settings.check_against_sha256},
+                                      {"tolerance", model_settings.check_tolerance}};
   if (data) {
     Json section = json_of(*data);
     section["batch_size"] = data_settings.batch_size;

@@ -99,6 +99,11 @@ class ParsedExperiment {
   /// A path option's value (string or list of strings), made absolute like read_path.
   [[nodiscard]] OptionValue resolve_paths(const OptionValue& value, const toml::node& node) const;
   void check_weights(const std::vector<Section>& sections, HostConfig& config) const;
+  /// The SHA-256 of a file the experiment names at `node` (key `dotted`),
+  /// read once however many trials name it; a missing, unreadable or
+  /// non-regular file is an input error there, with `hint`.
+  [[nodiscard]] std::string file_sha256(const fs::path& path, const std::string& dotted,
+                                        const toml::node* node, const std::string& hint) const;
   void check_save_to(std::int64_t repeats) const;
   void check_required_sections(const HostConfig& config) const;
   void check_recipe(const Experiment& e) const;
@@ -120,8 +125,9 @@ class ParsedExperiment {
   std::int64_t trials_ = 1;  // [[trial]] tables (1 without any)
   std::int64_t points_ = 1;  // points of the sweep (1 without [sweep])
   std::vector<fs::path> plugin_paths_;
-  // SHA-256 of each init_from file, read once however many trials name it.
-  mutable std::map<fs::path, std::string> weights_sha256_;
+  // SHA-256 of each file an experiment names by content (init_from,
+  // check_against, a plugin's content() option), read once per path.
+  mutable std::map<fs::path, std::string> file_sha256_;
 };
 
 ParsedExperiment::ParsedExperiment(const fs::path& path,
@@ -255,7 +261,7 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
   for (const Section& section : sections)
     if (section.name != "experiment") read_section(section, config);
   check_required_sections(config);
-  if (!config.experiment.model_settings.init_from.empty()) check_weights(sections, config);
+  check_weights(sections, config);
   check_recipe(config.experiment);
   return config;
 }
@@ -394,26 +400,39 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
 // The weights file must be there now (a missing file is an input error, not a
 // failed run), and its bytes join the trial's identity. Its contents are
 // checked against the model before any run starts (the engine's preflight).
+// The same for the reference outputs of check_against.
 void ParsedExperiment::check_weights(const std::vector<Section>& sections,
                                      HostConfig& config) const {
-  const fs::path path = config.experiment.model_settings.init_from;
-  const Leaf* where = nullptr;
-  for (const Section& section : sections)
-    if (section.name == "model")
-      for (const Leaf& leaf : section.items)
-        if (leaf.key == "init_from") where = &leaf;
-  const auto fail = [&](const std::string& what) {
-    const std::string message = "model.init_from names '" + path.string() + "', " + what;
-    const std::string hint =
+  ModelSettings& model = config.experiment.model_settings;
+  const auto node_of = [&](const std::string& key) -> const toml::node* {
+    const toml::node* where = nullptr;
+    for (const Section& section : sections)
+      if (section.name == "model")
+        for (const Leaf& leaf : section.items)
+          if (leaf.key == key) where = leaf.node;
+    return where;
+  };
+  if (!model.init_from.empty())
+    model.init_from_sha256 = file_sha256(
+        model.init_from, "model.init_from", node_of("init_from"),
         "give a .safetensors file or a state dict saved with torch.save(model.state_dict(), "
-        "path); a relative path is relative to the file that writes it";
-    if (where != nullptr) throw check_.error(*where->node, message, hint);
+        "path); a relative path is relative to the file that writes it");
+  if (!model.check_against.empty())
+    model.check_against_sha256 = file_sha256(
+        model.check_against, "model.check_against", node_of("check_against"),
+        "give the .reference.safetensors file runner-export writes (tensors 'input' and "
+        "'output'); a relative path is relative to the file that writes it");
+}
+
+std::string ParsedExperiment::file_sha256(const fs::path& path, const std::string& dotted,
+                                          const toml::node* node, const std::string& hint) const {
+  const auto fail = [&](const std::string& what) {
+    const std::string message = dotted + " names '" + path.string() + "', " + what;
+    if (node != nullptr) throw check_.error(*node, message, hint);
     throw Error(check_.nowhere(), message, hint);
   };
-  if (const auto cached = weights_sha256_.find(path); cached != weights_sha256_.end()) {
-    config.experiment.model_settings.init_from_sha256 = cached->second;
-    return;
-  }
+  if (const auto cached = file_sha256_.find(path); cached != file_sha256_.end())
+    return cached->second;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) fail("which does not exist");
@@ -425,8 +444,8 @@ void ParsedExperiment::check_weights(const std::vector<Section>& sections,
   } catch (const Error& e) {
     fail(std::string("which cannot be read: ") + e.what());
   }
-  weights_sha256_.emplace(path, sha);
-  config.experiment.model_settings.init_from_sha256 = sha;
+  file_sha256_.emplace(path, sha);
+  return sha;
 }
 
 // One save_to file per run: with several trials or repetitions the name must
@@ -588,6 +607,7 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
 
   std::map<std::string, OptionValue> values;
   std::map<std::string, SourceLocation> where;
+  std::map<std::string, std::string> content;
   for (const Leaf& item : section.items) {
     if (item.key == "plugin" || find_key(spec, item.key) != nullptr) continue;
     const OptionSpec* option = plugin->schema.find(item.key);
@@ -601,6 +621,11 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
     values[item.key] = check_.read(*option, *item.node, spec.name + "." + item.key, hint);
     if (option->is_path) values[item.key] = resolve_paths(values[item.key], *item.node);
     where[item.key] = check_.at(*item.node);
+    if (option->by_content)
+      if (const auto* file = std::get_if<std::string>(&values[item.key]); file && !file->empty())
+        content[item.key] = file_sha256(*file, spec.name + "." + item.key, item.node,
+                                        "the file's bytes identify the trial; a relative path "
+                                        "is relative to the file that writes it");
   }
   for (const auto& option : plugin->schema.specs()) {
     if (values.count(option.name) != 0) continue;
@@ -615,8 +640,10 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
   for (const auto& option : plugin->schema.specs())
     if (option.added_later && option.default_value && values.at(option.name) == *option.default_value)
       omits.push_back(option.name);
-  return PluginChoice{plugin->name, Options(std::move(values)), check_.at(*pending.name_node),
+  PluginChoice choice{plugin->name, Options(std::move(values)), check_.at(*pending.name_node),
                       std::move(where), std::move(omits)};
+  choice.content_sha256 = std::move(content);
+  return choice;
 }
 
 PluginChoice ParsedExperiment::default_comm_hook(const Section& distributed,

@@ -204,8 +204,22 @@ const std::vector<SectionSpec>& section_specs() {
                         e.model_settings.init_from = str(v);
                       }};
     init_from.role = KeyRole::path;
+    HostKey check_against{spec_of("check_against", OptionType::string, std::nullopt,
+                                  "reference input and output (safetensors with tensors 'input' "
+                                  "and 'output', as runner-export writes) the model must "
+                                  "reproduce before it is timed, relative to this file"),
+                          [](Experiment& e, const OptionValue& v) {
+                            e.model_settings.check_against = str(v);
+                          }};
+    check_against.role = KeyRole::path;
     s.push_back({"model", PluginKind::model, std::nullopt,
-                 {init_from,
+                 {init_from, check_against,
+                  positive_key(number_key("check_tolerance", 1e-4, std::nullopt, 1.0,
+                                          "check_against: the largest relative error "
+                                          "max|y - ref| / max|ref| that passes",
+                                          [](Experiment& e, const OptionValue& v) {
+                                            e.model_settings.check_tolerance = num(v);
+                                          })),
 
                   boolean_key("strict", true,
                               "init_from must name every parameter and buffer of the model and "

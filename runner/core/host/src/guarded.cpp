@@ -82,6 +82,9 @@ class GuardedModel final : public Model {
   std::map<std::string, std::string> tied_parameters() override {
     return call_plugin(plugin_, "tied_parameters", [&] { return inner_->tied_parameters(); });
   }
+  std::map<std::string, std::string> provenance() override {
+    return call_plugin(plugin_, "provenance", [&] { return inner_->provenance(); });
+  }
 
  private:
   std::unique_ptr<Model> inner_;

@@ -52,7 +52,7 @@ RunOutcome execute_recorded_run(const RunContext& context) {
 void record_outcome(store::Store& db, std::int64_t run_id, const RunOutcome& outcome) {
   db.add_samples(run_id, outcome.samples);
   db.finish_run(run_id, outcome.status, bounded_error(outcome.error), outcome.summaries,
-                outcome.metrics, 0, outcome.evaluations, outcome.files);
+                outcome.metrics, 0, outcome.evaluations, outcome.files, outcome.attributes);
 }
 
 std::string bounded_error(std::string text) {

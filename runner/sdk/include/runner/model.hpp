@@ -23,6 +23,8 @@ struct ModelContext {
   std::uint64_t seed = 0;                 ///< the run's seed (the host has already seeded LibTorch with it)
   std::int64_t rank = 0;                  ///< this process's rank in a data-parallel run
   std::int64_t world_size = 1;            ///< number of ranks (1 without [distributed])
+  std::int64_t batch_size = 0;            ///< samples per batch of the run (0: unknown)
+  bool training = false;                  ///< the run trains (false: inference)
 };
 
 /// What a model says about its quality on one held-out batch: for each
@@ -78,6 +80,10 @@ class Model {
   /// its own name); saving writes it as a copy, so Python's strict
   /// load_state_dict finds every key. None by default.
   virtual std::map<std::string, std::string> tied_parameters() { return {}; }
+  /// Facts about what the model runs, recorded with every run as attributes
+  /// "model.KEY" (`runner show`): for a compiled model, the torch version
+  /// that made it, its device, its dynamic dimensions. None by default.
+  virtual std::map<std::string, std::string> provenance() { return {}; }
 };
 
 }  // namespace runner

@@ -167,6 +167,12 @@ struct OptionSpec {
   /// is resolved against the folder of the experiment file that writes it,
   /// and the plugin receives an absolute path.
   bool is_path = false;
+  /// A path option naming a file whose bytes, not its path, identify the
+  /// trial: the host hashes the file (SHA-256) when it validates the
+  /// experiment, puts the hash in the trial's identity, records the file with
+  /// each run (role "SECTION.OPTION") and fails a run whose file changed
+  /// since. For the model files a plugin runs (a compiled package).
+  bool by_content = false;
 
   /// Inclusive range for numbers, integers, and each item of a list.
   OptionSpec& range(std::optional<double> lo, std::optional<double> hi) {
@@ -199,6 +205,13 @@ struct OptionSpec {
   /// Marks a string option as a file or folder (see is_path).
   OptionSpec& path() {
     is_path = true;
+    return *this;
+  }
+  /// Marks a string option as a file identified by its bytes (see
+  /// by_content); implies path().
+  OptionSpec& content() {
+    is_path = true;
+    by_content = true;
     return *this;
   }
   /// Removes the default: the experiment must set this option.

@@ -32,7 +32,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -112,13 +112,24 @@ struct Evaluation {
 
 /// A weights file a run read or wrote.
 struct RunFile {
-  std::string role;        ///< "init_from" (read at start) or "save_to" (written at the end)
+  /// "init_from" (read at start), "save_to" (written at the end),
+  /// "check_against" (the reference outputs) or "model.OPTION" (a file a
+  /// model plugin's option names, e.g. "model.package")
+  std::string role;
   std::string path;        ///< absolute path
   std::string sha256;      ///< lowercase hex of the file's bytes
   std::int64_t bytes = 0;  ///< its size
   /// init_from with strict = false: the names the load skipped, one per
   /// line ("missing NAME", "unexpected NAME"); empty otherwise.
   std::string skipped;
+};
+
+/// A fact about what a run ran, as text: the provenance of an exported
+/// model (the torch version that made it, its device, dynamic dimensions),
+/// recorded as "model.torch_version" = "2.14.1+cu130" and the like.
+struct RunAttribute {
+  std::string name;   ///< dotted, non-empty, unique within the run
+  std::string value;
 };
 
 /// A row of `runner runs`.
@@ -157,7 +168,8 @@ struct RunDetail {
   std::vector<Summary> summaries;
   std::vector<Metric> metrics;
   std::vector<Evaluation> evaluations;  ///< by step, then metric
-  std::vector<RunFile> files;           ///< weights files, by role
+  std::vector<RunFile> files;           ///< files read or written, by role
+  std::vector<RunAttribute> attributes; ///< by name
   std::int64_t sample_count = 0;
 };
 
@@ -196,7 +208,7 @@ struct TableCounts {
 /// What merge_from did with one input database.
 struct MergeCounts {
   TableCounts experiments, trials, fingerprints, runs, run_plugins, samples, summaries, metrics,
-      evaluations, run_files;
+      evaluations, run_files, run_attributes;
   /// Runs still "running" in the input with a live heartbeat: not copied
   /// (their process may still write them); merge again once they are done.
   std::int64_t runs_running = 0;
@@ -274,11 +286,13 @@ class Store {
   /// transaction. Throws if the run already has a final status (also when
   /// mark_stale_runs_interrupted() converted it meanwhile), and for two
   /// evaluations with the same step and metric or two files with the same
-  /// role; nothing is written then and the run stays running.
+  /// role or two attributes with the same name; nothing is written then and
+  /// the run stays running.
   void finish_run(std::int64_t run_id, RunStatus status, const std::string& error,
                   const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
                   int signal = 0, const std::vector<Evaluation>& evaluations = {},
-                  const std::vector<RunFile>& files = {});
+                  const std::vector<RunFile>& files = {},
+                  const std::vector<RunAttribute>& attributes = {});
   /// Finishes a running run as "interrupted" with `error`, for the Ctrl-C
   /// path (call it from normal code after the signal, never from a handler).
   /// Returns false, changing nothing, if the run already has a final status;

@@ -49,6 +49,8 @@ struct RunOutcome {
   std::vector<store::Metric> metrics;
   std::vector<store::Evaluation> evaluations;  ///< [eval]: every held-out evaluation
   std::vector<store::RunFile> files;           ///< weights read (init_from) and written (save_to)
+  /// What the model says it runs (Model::provenance, as "model.KEY").
+  std::vector<store::RunAttribute> attributes;
 };
 
 /// "cpu" or "cuda" for an experiment's device.type; throws runner::Error

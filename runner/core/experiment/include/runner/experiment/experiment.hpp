@@ -48,6 +48,10 @@ struct PluginChoice {
   std::map<std::string, SourceLocation> option_where;
   /// Options left out of the trial's identity: declared added_later and at their default.
   std::vector<std::string> identity_omits;
+  /// Options declared content() that name a file: option -> lowercase hex
+  /// SHA-256 of the file's bytes, read at validation. The trial's identity
+  /// holds the hash in place of the path.
+  std::map<std::string, std::string> content_sha256;
 
   /// Where option `name` is written, else where the plugin is named.
   [[nodiscard]] const SourceLocation& where_of(const std::string& name) const {
@@ -130,6 +134,11 @@ struct ModelSettings {
   std::filesystem::path init_from;  ///< weights to start from (absolute); empty: the plugin's init
   std::string init_from_sha256;     ///< lowercase hex SHA-256 of that file, read at validation
   bool strict = true;               ///< false: names missing from / unknown to the model are skipped
+  /// Reference input and output (safetensors: "input", "output") the model
+  /// must reproduce before it is timed (absolute; empty: no check).
+  std::filesystem::path check_against;
+  std::string check_against_sha256; ///< lowercase hex SHA-256 of that file, read at validation
+  double check_tolerance = 1e-4;    ///< largest max|y - ref| / max|ref| that passes
 };
 
 /// [train]
