@@ -176,6 +176,7 @@ def export(args):
         raise ExportFailure(f"the model returns a {type(output).__name__}; runner's plugins take "
                             f"models that return one tensor (logits)")
     meta = metadata_of(args, example, output, args.device, torch.__version__)
+    meta["runner.parameters"] = str(sum(p.numel() for p in model.parameters()))
     if example.dtype in (torch.int32, torch.int64):
         high = info.get("input_high", int(example.max()) + 1)
         meta["runner.input_high"] = str(int(high))

@@ -99,10 +99,40 @@ std::optional<std::string> config_value(const nlohmann::json& config, const std:
   return std::nullopt;
 }
 
-// A trial's value of a dotted key as --by and --where read it: "(default)"
-// when the identity leaves the key out (see split_by).
-std::string value_or_default(const nlohmann::json& config, const std::string& key) {
-  return config_value(config, key).value_or("(default)");
+// The value the trial's label gives `dotted` ("data.workers=0 model.hidden=[64, 64]
+// optimizer.name=\"x\""), strings unquoted, or nothing. A swept key at its
+// default is left out of the identity (see split_by) but named in the label.
+std::optional<std::string> label_value(const std::string& label, const std::string& dotted) {
+  const std::string key = dotted + "=";
+  std::size_t at = 0;
+  while ((at = label.find(key, at)) != std::string::npos) {
+    if (at == 0 || label[at - 1] == ' ') break;
+    at += key.size();
+  }
+  if (at == std::string::npos) return std::nullopt;
+  const std::size_t start = at + key.size();
+  if (start < label.size() && label[start] == '"') {
+    const std::size_t end = label.find('"', start + 1);
+    if (end == std::string::npos) return std::nullopt;
+    return label.substr(start + 1, end - start - 1);
+  }
+  if (start < label.size() && label[start] == '[') {
+    int depth = 0;
+    for (std::size_t i = start; i < label.size(); ++i) {
+      depth += label[i] == '[' ? 1 : label[i] == ']' ? -1 : 0;
+      if (depth == 0) return label.substr(start, i + 1 - start);
+    }
+    return std::nullopt;
+  }
+  return label.substr(start, label.find(' ', start) - start);
+}
+
+// A trial's value of a dotted key as --by and --where read it: from its
+// configuration, else from its label, else "(default)" (see split_by).
+std::string trial_value(const nlohmann::json& config, const std::string& label,
+                        const std::string& key) {
+  if (auto value = config_value(config, key)) return *value;
+  return label_value(label, key).value_or("(default)");
 }
 
 // Splits one experiment's runs into two sides by the value of a key, among
@@ -137,10 +167,11 @@ std::pair<Side, Side> split_by(const store::Store& db, const std::string& select
   std::size_t kept = 0;
   for (const auto& t : trials) {
     const nlohmann::json config = parse_json(t.config_json);
-    const std::optional<std::string> value = config_value(config, key);
+    std::optional<std::string> value = config_value(config, key);
+    if (!value) value = label_value(t.label, key);
     found = found || value.has_value();
     bool match = true;
-    for (const auto& [k, v] : filters) match = match && value_or_default(config, k) == v;
+    for (const auto& [k, v] : filters) match = match && trial_value(config, t.label, k) == v;
     if (!match) continue;
     ++kept;
     const std::string label = value.value_or("(default)");

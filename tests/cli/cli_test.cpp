@@ -229,6 +229,10 @@ TEST_F(BadInputTest, EveryShippedExperimentValidates) {
   int files = 0;
   for (const auto& entry : fs::directory_iterator(experiments)) {
     if (entry.path().extension() != ".toml") continue;
+    // Needs exported ResNet-18 and GPT packages (minutes of compiling):
+    // CompiledCliTest.TheShippedComparisonValidatesAndEveryPathAgreesWithPyTorch
+    // validates and runs it beside them.
+    if (entry.path().filename() == "eager_vs_compiled.toml") continue;
     ++files;
     const Result r = runner("validate " + entry.path().string());
     EXPECT_EQ(r.code, 0) << entry.path() << "\n" << r.err;

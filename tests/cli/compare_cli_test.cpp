@@ -248,4 +248,47 @@ TEST_F(CompareTradeTest, ByPicksTwoValuesAmongTheTrialsWhere) {
                  "hint: e.g. --where model.plugin=resnet (strings without quotes)\n");
 }
 
+// A swept key at its default is left out of the trial's identity (so that
+// trials recorded before the key existed keep theirs); --by, --baseline and
+// --where read it from the trial's label then, as the user wrote it.
+TEST_F(CompareTradeTest, KeysAtTheirDefaultAreReadFromTheLabel) {
+  {
+    runner::store::Store store = runner::store::Store::open(db_);
+    const auto e = store.upsert_experiment("workers", "/exp/workers.toml", "[experiment]\n");
+    const auto fingerprint = store.upsert_fingerprint("fp", R"({"host.hostname":"box"})");
+    // workers 0 and prefetch 2 are the defaults: only workers = 1 is stored.
+    const std::vector<std::pair<std::string, std::string>> trials = {
+        {R"({"data":{"batch_size":8}})", "data.workers=0 data.prefetch=2"},
+        {R"({"data":{"batch_size":8,"workers":1}})", "data.workers=1 data.prefetch=2"},
+        {R"({"data":{"batch_size":8,"workers":1,"prefetch":4}})", "data.workers=1 data.prefetch=4"}};
+    int n = 0;
+    for (const auto& [config, label] : trials) {
+      runner::store::RunStart start;
+      start.trial_id = store.upsert_trial(e, config, config, config, label);
+      start.fingerprint_id = fingerprint;
+      for (int i = 0; i < 3; ++i) {
+        start.repeat_index = i;
+        const auto run = store.begin_run(start);
+        runner::store::Summary summary;
+        summary.metric = "step_time";
+        summary.unit = "ns";
+        summary.n = 10;
+        summary.p50 = summary.mean = 100e6 + n * 10e6 + i * 1e5;
+        store.finish_run(run, runner::store::RunStatus::finished, "", {summary}, {});
+      }
+      ++n;
+    }
+  }
+  const Result r = runner("compare experiment:workers --by data.workers --baseline 0 --where data.prefetch=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("A: data.workers=0 (data.prefetch=2) (3 finished run(s))\n"
+                       "B: data.workers=1 (data.prefetch=2) (3 finished run(s))\n"),
+            std::string::npos)
+      << r.out;
+  const Result p = runner("compare experiment:workers --by data.prefetch --where data.workers=1");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("A: data.prefetch=2 (data.workers=1) (3 finished run(s))\n"), std::string::npos)
+      << p.out;
+}
+
 }  // namespace

@@ -24,6 +24,7 @@ namespace {
 using runner::test::Result;
 
 const fs::path kModels = RUNNER_EXPORTED_MODELS;
+const fs::path kCompared = RUNNER_COMPARED_MODELS;
 
 class CompiledCliTest : public runner::test::CliTestBase {
  protected:
@@ -84,6 +85,8 @@ TEST_F(CompiledCliTest, AnAotiPackageRunsAndComputesWhatPyTorchComputes) {
   const double error = std::stod(metric("output_max_rel_error"));
   EXPECT_LT(error, 1e-5);
   EXPECT_GE(std::stod(metric("first_call_s")), 0.0);
+  // 12 x 16 + 16 + 16 x 5 + 5 parameters, from the package's metadata.
+  EXPECT_EQ(metric("parameters"), "293.0");
   EXPECT_GT(runner::test::query_int(db_, "SELECT count(*) FROM summaries WHERE metric = 'latency'"), 0);
   // The package's bytes and its provenance are recorded with the run.
   EXPECT_EQ(runner::test::query_text(db_, "SELECT sha256 FROM run_files WHERE role = 'model.package'"),
@@ -216,6 +219,37 @@ TEST_F(CompiledCliTest, AModelThatComputesSomethingElseFailsAndIsNotTimed) {
   // Its error figure is recorded; no step was timed.
   EXPECT_GT(std::stod(metric("output_max_rel_error")), 1e-4);
   EXPECT_EQ(runner::test::query_int(db_, "SELECT count(*) FROM samples"), 0);
+}
+
+TEST_F(CompiledCliTest, TheShippedComparisonValidatesAndEveryPathAgreesWithPyTorch) {
+  // experiments/eager_vs_compiled.toml beside the models scripts/make_models.py
+  // wrote (the fixture compared_models.make), as a user has them: ResNet-18
+  // and the small GPT, native eager, TorchScript and AOTInductor, batch 1 and
+  // 32, each checked against PyTorch's output before it is timed.
+  ASSERT_TRUE(fs::exists(kCompared / "gpt2-b32.pt2")) << kCompared;
+  const fs::path experiments = dir_ / "experiments";
+  fs::create_directories(experiments);
+  const fs::path file = experiments / "eager_vs_compiled.toml";
+  fs::copy_file(fs::path(RUNNER_SOURCE_DIR) / "experiments" / "eager_vs_compiled.toml", file);
+  fs::create_directory_symlink(kCompared, dir_ / "models");
+  const Result valid = runner("validate " + file.string());
+  ASSERT_EQ(valid.code, 0) << valid.err;
+  EXPECT_EQ(valid.out.substr(0, valid.out.find('\n')), file.string() + ": ok");
+  const Result r = runner("run " + file.string() +
+                          " --set infer.batches=1 --set infer.warmup=0 --set experiment.repeats=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(runner::test::query_int(db_, "SELECT count(*) FROM runs WHERE status = 'finished'"), 12);
+  EXPECT_EQ(runner::test::query_int(db_, "SELECT count(*) FROM metrics WHERE name = "
+                                         "'output_max_rel_error' AND value < 1e-3"),
+            12);
+}
+
+TEST_F(CompiledCliTest, AMissingReferenceIsRefusedAtItsKey) {
+  const fs::path file = infer("noref.toml", "plugin = \"aoti\"\npackage = " + quoted(kModels / "mlp.pt2") +
+                                                "\ncheck_against = \"nope.safetensors\"\n");
+  expect_refused(file, "check_against = ",
+                 "model.check_against names '" + (dir_ / "nope.safetensors").string() +
+                     "', which does not exist");
 }
 
 TEST_F(CompiledCliTest, AMissingPackageIsRefusedAtItsOption) {
