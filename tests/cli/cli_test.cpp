@@ -196,7 +196,8 @@ TEST_F(BadInputTest, UnknownPluginListsTheAvailableOnes) {
   expect_rejected("run " + file.string(),
                   "error: " + file.string() +
                       ":6:10: unknown model plugin 'mpl'; did you mean 'mlp'?\n"
-                      "hint: available model plugins: convnet, mlp, resnet, transformer_lm, vit; run "
+                      "hint: available model plugins: aoti, convnet, mlp, resnet, torchscript, "
+                      "transformer_lm, vit; run "
                       "'runner plugins' to see what is loaded\n");
 }
 

@@ -71,17 +71,18 @@ TEST_F(MergeCliTest, MergesShardsAndReportsWhatItAdded) {
   EXPECT_EQ(r.out, a_.string() + ": 4 run(s) added, 0 already present\n" + b_.string() +
                        ": 4 run(s) added, 0 already present\n"
                        "\n"
-                       "table         added  already present\n"
-                       "experiments       1                1\n"
-                       "trials            3                1\n"
-                       "fingerprints      1                1\n"
-                       "runs              8                0\n"
-                       "run_plugins       0                0\n"
-                       "samples          24                0\n"
-                       "summaries         0                0\n"
-                       "metrics           8                0\n"
-                       "evaluations      16                0\n"
-                       "run_files         8                0\n"
+                       "table           added  already present\n"
+                       "experiments         1                1\n"
+                       "trials              3                1\n"
+                       "fingerprints        1                1\n"
+                       "runs                8                0\n"
+                       "run_plugins         0                0\n"
+                       "samples            24                0\n"
+                       "summaries           0                0\n"
+                       "metrics             8                0\n"
+                       "evaluations        16                0\n"
+                       "run_files           8                0\n"
+                       "run_attributes      0                0\n"
                        "merged 2 database(s) into " + all_.string() + "\n");
   EXPECT_EQ(query(all_, "SELECT count(*) FROM experiments"), 1);
   EXPECT_EQ(query(all_, "SELECT count(*) FROM trials"), 3);
@@ -103,9 +104,9 @@ TEST_F(MergeCliTest, MergingAgainAddsNothing) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')),
             a_.string() + ": 0 run(s) added, 2 already present");
-  EXPECT_NE(r.out.find("runs              0                2\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("evaluations       0                4\n"
-                       "run_files         0                2\n"),
+  EXPECT_NE(r.out.find("runs                0                2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("evaluations         0                4\n"
+                       "run_files           0                2\n"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(query(all_, "SELECT count(*) FROM runs"), 2);

@@ -76,7 +76,7 @@ TEST_F(StoreTest, NewerSchemaVersionIsRejected) {
   // Rejected before touching anything.
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(db_path_.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(query_int(db, "PRAGMA user_version"), 7);
+  EXPECT_EQ(query_int(db, "PRAGMA user_version"), runner::store::kSchemaVersion + 1);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_schema"), 1);
   sqlite3_close(db);
 }

@@ -407,7 +407,7 @@ TEST_F(ExperimentTest, UnknownPluginOption) {
   EXPECT_EQ(std::string(e.what()),
             at(3, 1) + "unknown option 'hiden' for model plugin 'mlp'; did you mean 'hidden'?");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict, channels_last");
+                      "takes init_from, strict, check_against, check_tolerance, channels_last");
   EXPECT_THROW_MSG(load(kModel + "colour = 1\n" + kData + kOptimizer), Error,
                    at(3, 1) + "unknown option 'colour' for model plugin 'mlp'");
 }
@@ -430,7 +430,7 @@ TEST_F(ExperimentTest, PluginOptionOfWrongType) {
   EXPECT_EQ(std::string(e.what()),
             at(3, 14) + "'model.activation' must be a string, found an integer");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict, channels_last");
+                      "takes init_from, strict, check_against, check_tolerance, channels_last");
   EXPECT_THROW_MSG(load("[model]\nplugin = \"resnet\"\ndepth = 18.0\n" + kData + kOptimizer),
                    Error, at(3, 9) + "'model.depth' must be an integer, found a float");
   EXPECT_THROW_MSG(load(kModel + "dropout = \"0.1\"\n" + kData + kOptimizer), Error,
@@ -538,7 +538,7 @@ TEST_F(ExperimentTest, PluginOptionChoices) {
             at(3, 14) + "'model.activation' must be one of \"relu\", \"gelu\", \"tanh\", "
                         "found \"swish\"");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict, channels_last");
+                      "takes init_from, strict, check_against, check_tolerance, channels_last");
 }
 
 TEST_F(ExperimentTest, ListTooShort) {

@@ -120,7 +120,7 @@ TEST_F(OverridesTest, UnknownPluginOption) {
             "--set model.hiden=[8]: unknown option 'hiden' for model plugin 'mlp'; did you mean "
             "'hidden'?");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict, channels_last");
+                      "takes init_from, strict, check_against, check_tolerance, channels_last");
 }
 
 TEST_F(OverridesTest, TypeAndRangeAreCheckedAsInTheFile) {

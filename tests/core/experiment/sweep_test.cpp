@@ -270,7 +270,7 @@ TEST_F(SweepTest, UnknownPluginOptionNamesTheTrial) {
             at(9, 1) + "unknown option 'hiden' for model plugin 'mlp'; did you mean 'hidden'? "
                        "(in trial 1: model.hiden=[8])");
   EXPECT_EQ(e.hint(), "run 'runner plugins describe mlp' to see its options; [model] also "
-                      "takes init_from, strict, channels_last");
+                      "takes init_from, strict, check_against, check_tolerance, channels_last");
 }
 
 TEST_F(SweepTest, OptionOfAnotherPluginNamesTheTrial) {

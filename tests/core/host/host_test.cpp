@@ -93,7 +93,8 @@ TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
   runner::PluginHost host;
   host.load(kBuiltins);
   EXPECT_EQ(host.names(runner::PluginKind::model),
-            (std::vector<std::string>{"convnet", "mlp", "resnet", "transformer_lm", "vit"}));
+            (std::vector<std::string>{"aoti", "convnet", "mlp", "resnet", "torchscript",
+                                      "transformer_lm", "vit"}));
   EXPECT_EQ(host.names(runner::PluginKind::optimizer),
             (std::vector<std::string>{"adagrad", "adam", "adamw", "lion", "rmsprop", "sgd"}));
   EXPECT_EQ(host.names(runner::PluginKind::loader),
@@ -102,7 +103,7 @@ TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
   EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
             (std::vector<std::string>{"allreduce", "compressed_allreduce"}));
   EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());
-  ASSERT_EQ(host.libraries().size(), 19u);
+  ASSERT_EQ(host.libraries().size(), 21u);
   const runner::PluginDescriptor* mlp = host.find(runner::PluginKind::model, "mlp");
   ASSERT_NE(mlp, nullptr);
   ASSERT_NE(mlp->schema.find("hidden"), nullptr);

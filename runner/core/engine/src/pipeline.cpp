@@ -238,9 +238,10 @@ void DataPipeline::work() {
       if (stopping_ || failure_) return;
       start = Clock::now();
       try {
-        d = draw(next_ticket_++);
+        d = draw(next_ticket_);
+        ++next_ticket_;
       } catch (...) {
-        failure_ = std::current_exception();
+        fail(next_ticket_, std::current_exception());
         changed_.notify_all();
         return;
       }
@@ -255,9 +256,16 @@ void DataPipeline::work() {
       ready_.emplace(ticket, std::make_pair(std::move(b), skipped));
     } catch (...) {
       const std::lock_guard lock(mutex_);
-      if (!failure_) failure_ = std::current_exception();
+      fail(ticket, std::current_exception());
     }
     changed_.notify_all();
+  }
+}
+
+void DataPipeline::fail(std::int64_t ticket, std::exception_ptr error) {
+  if (ticket < failed_ticket_) {
+    failed_ticket_ = ticket;
+    failure_ = std::move(error);
   }
 }
 
@@ -277,7 +285,11 @@ Batch DataPipeline::next() {
     ++delivered_;
     return b;
   }
-  changed_.wait(lock, [&] { return ready_.count(delivered_) != 0 || failure_; });
+  // A batch before the failed one is on its way (its worker finishes it, or
+  // fails it and becomes the failed one): wait for it.
+  changed_.wait(lock, [&] {
+    return ready_.count(delivered_) != 0 || (failure_ && delivered_ >= failed_ticket_);
+  });
   const auto it = ready_.find(delivered_);
   if (it == ready_.end()) std::rethrow_exception(failure_);
   Batch b = std::move(it->second.first);

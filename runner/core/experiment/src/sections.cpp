@@ -213,20 +213,20 @@ const std::vector<SectionSpec>& section_specs() {
                           }};
     check_against.role = KeyRole::path;
     s.push_back({"model", PluginKind::model, std::nullopt,
-                 {init_from, check_against,
-                  positive_key(number_key("check_tolerance", 1e-4, std::nullopt, 1.0,
-                                          "check_against: the largest relative error "
-                                          "max|y - ref| / max|ref| that passes",
-                                          [](Experiment& e, const OptionValue& v) {
-                                            e.model_settings.check_tolerance = num(v);
-                                          })),
-
+                 {init_from,
                   boolean_key("strict", true,
                               "init_from must name every parameter and buffer of the model and "
                               "nothing else; false: skip (and record) the others",
                               [](Experiment& e, const OptionValue& v) {
                                 e.model_settings.strict = bool_of(v);
                               }),
+                  check_against,
+                  positive_key(number_key("check_tolerance", 1e-4, std::nullopt, 1.0,
+                                          "check_against: the largest relative error "
+                                          "max|y - ref| / max|ref| that passes",
+                                          [](Experiment& e, const OptionValue& v) {
+                                            e.model_settings.check_tolerance = num(v);
+                                          })),
                   boolean_key("channels_last", false,
                               "channels-last (NHWC) parameters and inputs, for convolutional "
                               "models of image samples",

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -110,6 +111,7 @@ class DataPipeline {
   Batch read(std::vector<std::int64_t>& ids, std::int64_t& skipped);
   void work();  // a worker thread's loop
   void account(const Batch& batch, double seconds);  // under mutex_
+  void fail(std::int64_t ticket, std::exception_ptr error);  // under mutex_: keeps the earliest
 
   Loader& loader_;
   DataSettings settings_;
@@ -127,7 +129,10 @@ class DataPipeline {
   std::int64_t capacity_ = 1;      // batches drawn but not handed out, at most
   // Made batches by ticket, with the samples each left out (counted when handed out).
   std::map<std::int64_t, std::pair<Batch, std::int64_t>> ready_;
-  std::exception_ptr failure_;
+  std::exception_ptr failure_;  // of the earliest batch that failed
+  // That batch's ticket: batches before it are still delivered (their workers
+  // finish them), next() throws from this one on.
+  std::int64_t failed_ticket_ = std::numeric_limits<std::int64_t>::max();
   bool stopping_ = false;
   PipelineStats stats_;
   std::chrono::steady_clock::time_point started_{};
