@@ -36,12 +36,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from python_baseline import loadavg, med_range, print_table, rotated, run_experiment_file
+from python_baseline import (loadavg, med_range, print_table, rotated, run_experiment_file,
+                             run_json_worker)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIDES = ["runner-eager", "runner-ts", "runner-aoti", "py-eager", "py-compile"]
@@ -103,13 +103,7 @@ def python_side(side, args, model, batch):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--model", model,
            "--batch", str(batch), "--threads", str(args.threads), "--models-dir", args.models_dir,
            "--batches", str(args.batches), "--warmup", str(args.warmup)]
-    env = dict(os.environ)
-    env.pop("OMP_NUM_THREADS", None)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
-    if proc.returncode != 0:
-        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
-        raise RuntimeError(" | ".join(lines[-3:]) if lines else f"exit {proc.returncode}")
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_json_worker(cmd, args.timeout)
     return {"p50_ns": got["p50_ns"], "first_s": got["first_s"], "error": got["error"], "setup_s": None}
 
 

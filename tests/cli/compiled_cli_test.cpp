@@ -74,6 +74,11 @@ class CompiledCliTest : public runner::test::CliTestBase {
 
 std::string quoted(const fs::path& p) { return "\"" + p.string() + "\""; }
 
+// How the aoti plugin's refusals of `package` begin.
+std::string package_refused(const fs::path& package) {
+  return "'model.package' of model plugin 'aoti': the package '" + package.string() + "'";
+}
+
 TEST_F(CompiledCliTest, AnAotiPackageRunsAndComputesWhatPyTorchComputes) {
   const fs::path package = kModels / "mlp.pt2";
   const fs::path file =
@@ -272,8 +277,8 @@ TEST_F(CompiledCliTest, ACudaPackageOnACpuRunIsRefused) {
   const fs::path package = kModels / "mlp_cuda.pt2";
   const fs::path file = infer("cuda.toml", "plugin = \"aoti\"\npackage = " + quoted(package) + "\n");
   expect_refused(file, "package = ",
-                 "'model.package' of model plugin 'aoti': the package '" + package.string() +
-                     "' was compiled for cuda; this run's device is cpu. Export it with --device "
+                 package_refused(package) +
+                     " was compiled for cuda; this run's device is cpu. Export it with --device "
                      "cpu, or set device.type = \"cuda\"");
 }
 
@@ -281,8 +286,7 @@ TEST_F(CompiledCliTest, APackageFromAnotherTorchIsRefused) {
   const fs::path package = kModels / "mlp_torch1.pt2";
   const fs::path file = infer("torch1.toml", "plugin = \"aoti\"\npackage = " + quoted(package) + "\n");
   expect_refused_starting(file, "package = ",
-                          "'model.package' of model plugin 'aoti': the package '" +
-                              package.string() + "' was made by torch 1.13.0; runner runs LibTorch ");
+                          package_refused(package) + " was made by torch 1.13.0; runner runs LibTorch ");
 }
 
 TEST_F(CompiledCliTest, ABatchThePackageWasNotCompiledForIsRefused) {
@@ -290,8 +294,8 @@ TEST_F(CompiledCliTest, ABatchThePackageWasNotCompiledForIsRefused) {
   const fs::path file =
       infer("batch.toml", "plugin = \"aoti\"\npackage = " + quoted(package) + "\n", "[3, 4]", 8);
   expect_refused(file, "package = ",
-                 "'model.package' of model plugin 'aoti': the package '" + package.string() +
-                     "' was compiled for batch 4 and this run's batch is 8. Set data.batch_size "
+                 package_refused(package) +
+                     " was compiled for batch 4 and this run's batch is 8. Set data.batch_size "
                      "= 4, or export with --dynamic-batch");
 }
 
@@ -300,8 +304,8 @@ TEST_F(CompiledCliTest, SamplesOfAnotherShapeAreRefused) {
   const fs::path file =
       infer("shape.toml", "plugin = \"aoti\"\npackage = " + quoted(package) + "\n", "[3, 5]");
   expect_refused(file, "package = ",
-                 "'model.package' of model plugin 'aoti': the package '" + package.string() +
-                     "' was exported for samples of shape [3, 4]; the data gives [3, 5]. Export "
+                 package_refused(package) +
+                     " was exported for samples of shape [3, 4]; the data gives [3, 5]. Export "
                      "it with the data's sample shape, or change [data]");
 }
 
@@ -312,8 +316,8 @@ TEST_F(CompiledCliTest, TrainingAnAotiPackageIsRefused) {
                         "\n\n[data]\nplugin = \"synthetic\"\nshape = [3, 4]\nclasses = 5\n"
                         "batch_size = 4\n\n[optimizer]\nplugin = \"sgd\"\nlr = 0.1\n");
   expect_refused(file, "package = ",
-                 "'model.package' of model plugin 'aoti': the package '" + package.string() +
-                     "' runs inference only (AOTInductor compiles the forward pass); set "
+                 package_refused(package) +
+                     " runs inference only (AOTInductor compiles the forward pass); set "
                      "experiment.kind = \"infer\", or train its model with the torchscript plugin");
 }
 

@@ -27,11 +27,6 @@ struct AotiOptions {
   std::string model_name = "model";
 };
 
-std::string first_line(const std::string& text) {
-  const auto end = text.find('\n');
-  return end == std::string::npos ? text : text.substr(0, end);
-}
-
 /// Refuses a package compiled for vector instructions this CPU lacks.
 void check_cpu_isa(const ExportMeta& meta, const std::string& what) {
   const auto it = meta.raw.find("AOTI_CPU_ISA");
@@ -61,7 +56,7 @@ class Aoti final : public runner::Model {
       throw runner::OptionError(
           "model_name", what + " has no AOTInductor model '" + o.model_name +
                             "', or is not an AOTInductor package (" +
-                            first_line(e.what_without_backtrace()) +
+                            runner_exported::first_line(e.what_without_backtrace()) +
                             "). runner-export names its model \"model\"");
     }
     meta_ = runner_exported::parse_meta(stored, "package");
@@ -78,7 +73,7 @@ class Aoti final : public runner::Model {
           device_.has_index() ? device_.index() : static_cast<c10::DeviceIndex>(-1));
     } catch (const c10::Error& e) {
       throw runner::OptionError("package", what + " cannot be loaded: " +
-                                               first_line(e.what_without_backtrace()));
+                                               runner_exported::first_line(e.what_without_backtrace()));
     }
     provenance_ = runner_exported::provenance(meta_);
     provenance_["format"] = "aoti";

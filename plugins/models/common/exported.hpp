@@ -40,6 +40,12 @@ struct ExportMeta {
   }
 };
 
+/// The first line of a LibTorch error's text (its reason, before any context).
+inline std::string first_line(const std::string& text) {
+  const auto end = text.find('\n');
+  return end == std::string::npos ? text : text.substr(0, end);
+}
+
 inline std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string text = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);

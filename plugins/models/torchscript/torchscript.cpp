@@ -39,11 +39,6 @@ struct TorchScriptOptions {
   std::int64_t input_high = 0;
 };
 
-std::string first_line(const std::string& text) {
-  const auto end = text.find('\n');
-  return end == std::string::npos ? text : text.substr(0, end);
-}
-
 /// A torch::nn::Module holding the same parameters and buffers as a
 /// TorchScript module, with its children mirrored under the same names.
 class Mirror final : public torch::nn::Module {
@@ -75,7 +70,7 @@ class TorchScript final : public runner::Model {
       scripted_ = torch::jit::load(o.file, context.device, extra);
     } catch (const c10::Error& e) {
       throw runner::OptionError("file", what + " is not a TorchScript module (" +
-                                            first_line(e.what_without_backtrace()) +
+                                            runner_exported::first_line(e.what_without_backtrace()) +
                                             "); save one with torch.jit.save or runner-export");
     }
     std::map<std::string, std::string> stored;
@@ -110,7 +105,7 @@ class TorchScript final : public runner::Model {
       } catch (const c10::Error& e) {
         throw runner::OptionError(o.optimize_for_inference ? "optimize_for_inference" : "freeze",
                                   what + " cannot be frozen: " +
-                                      first_line(e.what_without_backtrace()));
+                                      runner_exported::first_line(e.what_without_backtrace()));
       }
     }
     mirror_ = std::make_shared<Mirror>(scripted_);
