@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iostream>
 #include <optional>
+#include <set>
 
 #include "commands.hpp"
 #include "table.hpp"
@@ -95,7 +96,9 @@ double find_metric(const std::vector<store::Metric>& all, const std::string& nam
 class PrintingObserver final : public RunObserver {
  public:
   PrintingObserver(const PreparedExperiment& p, const Global& global)
-      : p_(p), global_(global), train_(p.first().kind == RunKind::train),
+      : PrintingObserver(Sweep{&p}, global) {}
+  PrintingObserver(const Sweep& sweep, const Global& global)
+      : sweep_(sweep), global_(global), train_(sweep.front()->first().kind == RunKind::train),
         terminal_(::isatty(STDERR_FILENO) == 1),
         table_(train_ ? std::vector<std::string>{"run", "trial", "repeat", "status", "step p50",
                                                  "step p90", "samples/s", "loss final"}
@@ -106,17 +109,20 @@ class PrintingObserver final : public RunObserver {
     if (plan.marked_interrupted > 0)
       spdlog::warn("{} run(s) left running by a runner that stopped were marked interrupted",
                    plan.marked_interrupted);
-    const Experiment& first = p_.first();
-    spdlog::info("experiment '{}' ({}): {} trial(s) x {} repetition(s); {} to run, {} already "
+    spdlog::info("{} ({}): {} trial(s) x {} repetition(s); {} to run, {} already "
                  "done; database {}",
-                 first.name, to_string(first.kind), plan.trials, plan.repeats, plan.to_run,
-                 plan.skipped,
-                 global_.db.string());
+                 experiment_names(), to_string(sweep_.front()->first().kind), plan.trials,
+                 plan.repeats, plan.to_run, plan.skipped, global_.db.string());
+    if (sweep_.size() > 1)
+      spdlog::info("one schedule for {} experiment files: their runs are interleaved",
+                   sweep_.size());
   }
 
   void on_run_started(const RunStarted& run) override {
     prefix_ = "[" + std::to_string(run.position) + "/" + std::to_string(run.total) + "] run " +
-              std::to_string(run.run_id) + " " + trial_name(*run.trial) + " repeat " +
+              std::to_string(run.run_id) + " " +
+              (sweep_.size() > 1 ? run.trial->experiment.name + " " : std::string()) +
+              trial_name(*run.trial) + " repeat " +
               std::to_string(run.repeat) + (run.eta_s ? " eta " + format_duration(*run.eta_s) : "") +
               (run.failures ? " failures " + std::to_string(run.failures) : "");
   }
@@ -146,8 +152,8 @@ class PrintingObserver final : public RunObserver {
     if (wall != nullptr)
       if (const std::string noisy = store::noise_warning(*wall); !noisy.empty())
         spdlog::warn("run {}: {}", run.started.run_id, noisy);
-    const std::string trial_column =
-        trial.label.empty() ? std::to_string(trial.index + 1) : trial.label;
+    std::string trial_column = trial.label.empty() ? std::to_string(trial.index + 1) : trial.label;
+    if (sweep_.size() > 1) trial_column = trial.experiment.name + " " + trial_column;
     const std::string id = std::to_string(run.started.run_id);
     const std::string repeat = std::to_string(run.started.repeat);
     if (train_) {
@@ -177,10 +183,11 @@ class PrintingObserver final : public RunObserver {
       default:
         break;
     }
-    const Experiment& first = p_.first();
-    std::cout << "\n" << first.name << " (" << to_string(first.kind) << ", " << p_.trials.size()
-              << " trial(s), " << result.done << " run(s) now, " << result.skipped
-              << " skipped as done)\n";
+    std::size_t trials = 0;
+    for (const PreparedExperiment* p : sweep_) trials += p->trials.size();
+    std::cout << "\n" << experiment_names() << " (" << to_string(sweep_.front()->first().kind)
+              << ", " << trials << " trial(s), " << result.done << " run(s) now, "
+              << result.skipped << " skipped as done)\n";
     if (!table_.empty()) table_.print(std::cout);
     std::cout << "recorded in " << global_.db.string() << "\n";
     if (result.stop == StopReason::interrupted) {
@@ -193,7 +200,19 @@ class PrintingObserver final : public RunObserver {
   }
 
  private:
-  const PreparedExperiment& p_;
+  // "quickstart", or "a, b" for a schedule of several files.
+  [[nodiscard]] std::string experiment_names() const {
+    std::vector<std::string> names;
+    for (const PreparedExperiment* p : sweep_) names.push_back(p->first().name);
+    return (sweep_.size() > 1 ? "experiments " : "experiment ") + quoted(names);
+  }
+  static std::string quoted(const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (const auto& n : names) out.push_back("'" + n + "'");
+    return join(out, ", ");
+  }
+
+  Sweep sweep_;
   const Global& global_;
   bool train_;
   bool terminal_;
@@ -201,17 +220,35 @@ class PrintingObserver final : public RunObserver {
   std::string prefix_;
 };
 
-int print_dry_run(const PreparedExperiment& p, const SchedulerOptions& options) {
+int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
   Table table({"#", "trial", "repeat", "action"});
   std::int64_t to_run = 0;
-  const std::vector<PlannedAction> actions = plan_sweep(p, options);
+  const std::vector<PlannedAction> actions = plan_sweep(sweep, options);
+  // What changed since the recorded runs, once per trial.
+  std::vector<std::pair<std::string, std::vector<std::string>>> changed;
+  std::set<std::pair<std::size_t, std::size_t>> seen;
   for (std::size_t i = 0; i < actions.size(); ++i) {
-    const std::string& reason = actions[i].skip_reason;
+    const PlannedAction& action = actions[i];
+    const PreparedExperiment& p = *sweep[action.experiment];
+    const Trial& trial = p.trials[action.run.trial];
+    const std::string name =
+        (sweep.size() > 1 ? p.first().name + " " : std::string()) + trial_name(trial);
+    const std::string& reason = action.skip_reason;
     to_run += reason.empty() ? 1 : 0;
-    table.add({std::to_string(i + 1), trial_name(p.trials[actions[i].run.trial]),
-               std::to_string(actions[i].run.repeat), reason.empty() ? "run" : "skip: " + reason});
+    std::string what = reason.empty() ? "run" : "skip: " + reason;
+    if (reason.empty() && !action.changes.empty()) what += " (changed since the recorded runs)";
+    if (reason.empty() && !fresh_process_reasons(trial.experiment).empty())
+      what += " [fresh process]";
+    table.add({std::to_string(i + 1), name, std::to_string(action.run.repeat), what});
+    if (!action.changes.empty() && seen.insert({action.experiment, action.run.trial}).second)
+      changed.emplace_back(name, action.changes);
   }
   table.print(std::cout);
+  for (const auto& [name, changes] : changed) {
+    std::cout << name << ": runs of the same configuration are recorded under another "
+              << "environment; changed since:\n";
+    for (const auto& change : changes) std::cout << "  " << change << "\n";
+  }
   std::cout << to_run << " of " << actions.size() << " runs would run";
   if (options.shard.count > 1)
     std::cout << " (shard " << options.shard.index << "/" << options.shard.count << ")";
@@ -219,18 +256,37 @@ int print_dry_run(const PreparedExperiment& p, const SchedulerOptions& options) 
   return kExitOk;
 }
 
-int run_experiment(const fs::path& file, const Global& global, const RunFlags& flags) {
+int run_experiments(const std::vector<std::string>& files, const Global& global,
+                    const RunFlags& flags) {
   // A database that cannot be written is known before any plugin is loaded.
   if (!flags.dry_run) store::Store::check_writable(global.db);
-  const PreparedExperiment p = prepare(file, global, flags.set);
-  if (flags.dry_run) return print_dry_run(p, flags.options);
-  PrintingObserver observer(p, global);
-  const SweepResult result = run_sweep(p, flags.options, observer);
+  // Every file is checked before anything runs. The kinds must agree: one
+  // summary table, and comparisons across files are of like with like.
+  std::vector<PreparedExperiment> prepared;
+  for (const std::string& file : files) {
+    prepared.push_back(prepare(file, global, flags.set));
+    const Experiment& first = prepared.front().first();
+    const Experiment& now = prepared.back().first();
+    if (now.kind != first.kind)
+      throw Error(file + " is a " + to_string(now.kind) + " experiment, but " + files.front() +
+                      " is a " + to_string(first.kind) + " one",
+                  "run experiments of one kind in one schedule");
+    for (std::size_t i = 0; i + 1 < prepared.size(); ++i)
+      if (prepared[i].first().name == now.name)
+        throw Error(file + " and " + files[i] + " are both experiment '" + now.name + "'",
+                    "give each file of one schedule a distinct [experiment] name: each is "
+                    "recorded under its own");
+  }
+  Sweep sweep;
+  for (const PreparedExperiment& p : prepared) sweep.push_back(&p);
+  if (flags.dry_run) return print_dry_run(sweep, flags.options);
+  PrintingObserver observer(sweep, global);
+  const SweepResult result = run_sweep(sweep, flags.options, observer);
   return observer.finish(result, flags.options);
 }
 
 int handle_run(const Args& args, const Global& global) {
-  return run_experiment(args.positionals[0], global, run_flags(args, global));
+  return run_experiments(args.positionals, global, run_flags(args, global));
 }
 
 // --- rerun ------------------------------------------------------------------
@@ -287,8 +343,9 @@ Command run_command() {
   CommandDef def;
   def.name = "run";
   def.summary = "run an experiment's trials and record every run in the database";
-  def.usage = "runner run FILE [options]";
+  def.usage = "runner run FILE [FILE...] [options]";
   def.positionals = {"FILE"};
+  def.variadic = true;
   def.options = {
       {"--set", "KEY=VALUE", "override a dotted key of the file (e.g. train.steps=50)", true},
       {"--dry-run", "", "print the runs that would run or be skipped; write nothing", false},
@@ -305,8 +362,12 @@ Command run_command() {
   def.details =
       "Everything is checked before anything is written: a bad file, an unknown plugin,\n"
       "a bad option or an unwritable database exits 2 and leaves the database untouched.\n"
-      "Runs already recorded for the same trial (same resolved configuration and plugin\n"
-      "files) are skipped, so the same command resumes an interrupted sweep.\n"
+      "Runs already recorded for the same trial (same resolved configuration, plugin\n"
+      "files and environment: library versions, CPU, performance variables) are skipped,\n"
+      "so the same command resumes an interrupted sweep; --dry-run says what changed.\n"
+      "Several files run as one interleaved schedule (A1 B1 A2 B2 ...), each recorded\n"
+      "under its own experiment: compare them with 'runner compare experiment:A experiment:B'.\n"
+      "A trial whose [env] or allocator differs from runner's own runs in a fresh process.\n"
       "Ctrl-C stops the current run cleanly (interrupted); a second Ctrl-C kills it.\n"
       "Exit codes: 0 all runs finished, 1 a run failed, 2 bad input or usage, 130 interrupted.";
   return {def, &handle_run};

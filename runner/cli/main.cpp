@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
+#include "runner/scheduler/scheduler.hpp"
 #include "runner/version.hpp"
 
 namespace {
@@ -41,6 +42,15 @@ int dispatch(int argc, char** argv, std::chrono::steady_clock::time_point start)
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_main_help(commands);
     return args.empty() ? runner::kExitBadInput : runner::kExitOk;
+  }
+  // Not a user command: a run process started by exec because its
+  // environment differs from the runner's (runner_scheduler starts it).
+  if (args[0] == "__run-fresh" && args.size() == 4) {
+    const auto fd = [&](const std::string& text) {
+      const auto value = runner::parse_int64(text);
+      return value ? static_cast<int>(*value) : -1;
+    };
+    return runner::serve_fresh_run(fd(args[1]), fd(args[2]), fd(args[3]));
   }
   if (args[0] == "--version") {
     std::cout << "runner " << RUNNER_VERSION_STRING << "\n";

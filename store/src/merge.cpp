@@ -166,14 +166,14 @@ class Merger {
   void trials() {
     Statement read(src_,
                    "SELECT t.id, t.experiment_id, t.config_json, t.config_hash, t.created_at, "
-                   "t.identity, t.label, coalesce(e.name, '') FROM trials AS t "
+                   "t.identity, t.label, coalesce(e.name, ''), t.environment FROM trials AS t "
                    "LEFT JOIN experiments AS e ON e.id = t.experiment_id ORDER BY t.id");
     Statement find(dst_,
                    "SELECT id, config_json, config_hash FROM trials "
                    "WHERE experiment_id = ?1 AND identity = ?2");
     Statement insert(dst_,
                      "INSERT INTO trials (experiment_id, config_json, config_hash, created_at, "
-                     "identity, label) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+                     "identity, label, environment) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     Statement label(dst_, "UPDATE trials SET label = ?2 WHERE id = ?1 AND label IS NULL");
     while (read.step()) {
       const std::int64_t experiment =
@@ -201,6 +201,7 @@ class Merger {
       insert.reset();
       insert.bind_int(1, experiment);
       for (int c = 2; c <= 6; ++c) insert.bind_column(c, read, c);
+      insert.bind_column(7, read, 8);
       insert.run();
       trials_[read.int64(0)] = last_id();
       ++counts_.trials.added;

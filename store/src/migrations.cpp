@@ -428,8 +428,17 @@ constexpr int parse_decimal(const char* text) {
 static_assert(parse_decimal(RUNNER_STALE_SECONDS) == kStaleHeartbeatSeconds,
               "the views' stale threshold must match kStaleHeartbeatSeconds");
 
-constexpr std::array<const char*, 7> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
-                                                    kSchemaV5, kSchemaV6, kSchemaV7};
+// Version 8 (the environment as an experiment variable): the part of the
+// fingerprint that joins a trial's identity (library versions, CPU, the
+// performance environment variables, the CPUs runs may use), as canonical
+// JSON, so that a dry run can say which fields changed since the recorded
+// runs. NULL for trials recorded before it.
+constexpr const char* kSchemaV8 = R"sql(
+ALTER TABLE trials ADD COLUMN environment TEXT;
+)sql";
+
+constexpr std::array<const char*, 8> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
+                                                    kSchemaV5, kSchemaV6, kSchemaV7, kSchemaV8};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

@@ -251,6 +251,20 @@ std::vector<TrialRun> Store::runs_of_identity(const std::string& identity) const
   });
 }
 
+std::vector<std::pair<std::string, std::string>> Store::environments_of_config(
+    const std::string& config_hash) const {
+  return with_context("cannot read the trials of configuration " + config_hash, [&] {
+    Statement query(db_.get(),
+                    "SELECT t.identity, coalesce(t.environment, ''), max(r.id) AS last "
+                    "FROM trials AS t JOIN runs AS r ON r.trial_id = t.id "
+                    "WHERE t.config_hash = ?1 GROUP BY t.identity ORDER BY last DESC");
+    query.bind_text(1, config_hash);
+    std::vector<std::pair<std::string, std::string>> out;
+    while (query.step()) out.emplace_back(query.text(0), query.text(1));
+    return out;
+  });
+}
+
 std::vector<TrialInfo> Store::trials_of_experiment(const std::string& name) const {
   return with_context("cannot read the trials of experiment '" + name + "'", [&] {
     Statement query(db_.get(),

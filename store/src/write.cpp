@@ -71,21 +71,23 @@ std::int64_t Store::upsert_experiment(const std::string& name, const std::string
 
 std::int64_t Store::upsert_trial(std::int64_t experiment_id, const std::string& config_json,
                                  const std::string& config_hash, const std::string& identity,
-                                 const std::string& label) {
+                                 const std::string& label, const std::string& environment) {
   return with_context("cannot record trial " + identity, [&] {
     // A label is descriptive, not identity: the same configuration reached
     // under another label is the same trial. The first label written stays,
     // but a trial recorded without one gets one.
     Statement insert(db_.get(),
-                     "INSERT INTO trials (experiment_id, config_json, config_hash, identity, label) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (experiment_id, identity) "
-                     "DO UPDATE SET label = excluded.label "
-                     "WHERE trials.label IS NULL AND excluded.label IS NOT NULL");
+                     "INSERT INTO trials (experiment_id, config_json, config_hash, identity, label, "
+                     "environment) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                     "ON CONFLICT (experiment_id, identity) DO UPDATE SET "
+                     "label = coalesce(trials.label, excluded.label), "
+                     "environment = coalesce(trials.environment, excluded.environment)");
     insert.bind_int(1, experiment_id);
     insert.bind_text(2, config_json);
     insert.bind_text(3, config_hash);
     insert.bind_text(4, identity);
     insert.bind_text_or_null(5, label);
+    insert.bind_text_or_null(6, environment);
     insert.run();
     Statement find(db_.get(),
                    "SELECT id, config_json, config_hash FROM trials "

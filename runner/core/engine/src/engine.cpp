@@ -32,6 +32,7 @@
 #include <numeric>
 
 #include "evaluation.hpp"
+#include "runner/common/strings.hpp"
 #include "recipe.hpp"
 #include "runner/recipes/memory.hpp"
 #include "runner/process/isolation.hpp"
@@ -514,6 +515,28 @@ void configure_runtime(const Experiment& experiment) {
   if (d.tf32_conv) context.setAllowTF32CuDNN(*d.tf32_conv);
   if (!d.float32_matmul_precision.empty())
     context.setFloat32MatmulPrecision(d.float32_matmul_precision);
+  // Read back: a thread count asked for, by the file or by OMP_NUM_THREADS
+  // in [env], is the one LibTorch uses.
+  std::int64_t intra = d.threads;
+  std::string asked_by = "device.threads";
+  if (intra == 0)
+    for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+      if (const auto it = experiment.env.find(name); it != experiment.env.end() && intra == 0)
+        if (const auto n = parse_int64(it->second); n && *n > 0) {
+          intra = *n;
+          asked_by = std::string("[env] ") + name;
+        }
+  if (intra > 0 && at::get_num_threads() != intra)
+    throw Error("the run process uses " + std::to_string(at::get_num_threads()) +
+                    " intra-op threads, not " + std::to_string(intra) + " as " + asked_by +
+                    " asks",
+                {}, ErrorKind::run);
+  if (d.interop_threads > 0 &&
+      static_cast<std::int64_t>(at::get_num_interop_threads()) != d.interop_threads)
+    throw Error("the run process uses " + std::to_string(at::get_num_interop_threads()) +
+                    " inter-op threads, not " + std::to_string(d.interop_threads) +
+                    " as device.interop_threads asks",
+                {}, ErrorKind::run);
 }
 
 double measure_peak_flop_per_s(const std::string& device_name) {

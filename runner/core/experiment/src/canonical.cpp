@@ -103,6 +103,15 @@ std::string Experiment::resolved_json() const {
   if (!device.float32_matmul_precision.empty())
     root["device"]["float32_matmul_precision"] = device.float32_matmul_precision;
   if (model_settings.channels_last) root["model"]["channels_last"] = true;
+  // The process the run executes in, when it is not runner's own.
+  if (!env.empty()) root["env"] = env;
+  if (!runtime.is_default()) {
+    Json r = Json::object();
+    if (runtime.allocator != "system") r["allocator"] = runtime.allocator;
+    if (!runtime.cpu_affinity.empty()) r["cpu_affinity"] = runtime.cpu_affinity;
+    if (runtime.numa_node >= 0) r["numa_node"] = runtime.numa_node;
+    root["runtime"] = std::move(r);
+  }
   const std::string& loop_precision = precision();
   if (loop_precision != "fp32") root[kind == RunKind::train ? "train" : "infer"]["precision"] = loop_precision;
   if (kind == RunKind::train) {
@@ -155,6 +164,15 @@ std::int64_t Experiment::total_train_steps() const {
 std::filesystem::path Experiment::save_path(std::int64_t repeat_index) const {
   if (train.save_to.empty()) return {};
   return replace_all(train.save_to, "{repeat}", std::to_string(repeat_index));
+}
+
+RuntimeRequest Experiment::runtime_request() const {
+  RuntimeRequest r;
+  r.env = env;
+  r.allocator = runtime.allocator;
+  if (!runtime.cpu_affinity.empty()) r.cpus = parse_cpu_list(runtime.cpu_affinity);
+  r.numa_node = static_cast<int>(runtime.numa_node);
+  return r;
 }
 
 std::string Experiment::config_hash() const { return sha256_hex(resolved_json()); }

@@ -422,7 +422,12 @@ Leaf parse_set(const std::string& argument, Sources& out) {
     }
     return std::nullopt;
   };
+  // An environment variable's value and a CPU list are text: --set
+  // env.OMP_NUM_THREADS=1 means the string "1" (a quoted TOML string is read as one).
+  const bool text_only = key.rfind("env.", 0) == 0 || key == "runtime.cpu_affinity";
   std::optional<toml::table> table = parse(value);
+  if (table && text_only && !table->get("v")->is_string()) table.reset();
+  if (!table && text_only) table = parse(toml_quote(value));
   if (!table) {
     const std::string start = trim(value);
     if (!start.empty() && std::string_view("\"'[{").find(start.front()) != std::string_view::npos) {

@@ -2,12 +2,14 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
 #include "runner/common/json.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
+#include "runner/runtime/runtime.hpp"
 #include "document.hpp"
 #include "format.hpp"
 
@@ -99,6 +101,8 @@ class ParsedExperiment {
   /// A path option's value (string or list of strings), made absolute like read_path.
   [[nodiscard]] OptionValue resolve_paths(const OptionValue& value, const toml::node& node) const;
   void check_weights(const std::vector<Section>& sections, HostConfig& config) const;
+  void read_environment(const Section& section, Experiment& e) const;
+  void check_runtime(Experiment& e) const;
   /// The SHA-256 of a file the experiment names at `node` (key `dotted`),
   /// read once however many trials name it; a missing, unreadable or
   /// non-regular file is an input error there, with `hint`.
@@ -261,6 +265,7 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
   for (const Section& section : sections)
     if (section.name != "experiment") read_section(section, config);
   check_required_sections(config);
+  check_runtime(config.experiment);
   check_weights(sections, config);
   check_recipe(config.experiment);
   return config;
@@ -327,6 +332,10 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
   }
   if (spec.name == "eval") config.experiment.eval.enabled = true;
   if (spec.name == "schedule") config.experiment.schedule.enabled = true;
+  if (spec.environment) {
+    read_environment(section, config.experiment);
+    return;
+  }
   PendingPlugin pending{&spec, &section, {}, nullptr};
   for (const Leaf& item : section.items) {
     const std::string dotted = spec.name + "." + item.key;
@@ -394,6 +403,94 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
     case PluginKind::optimizer: config.optimizer = pending; break;
     case PluginKind::comm_hook: config.comm_hook = pending; break;
     case PluginKind::kernel: break;  // no section names kernels yet
+  }
+}
+
+// [env]: NAME = "value", every value text (the environment has no other type).
+void ParsedExperiment::read_environment(const Section& section, Experiment& e) const {
+  for (const Leaf& item : section.items) {
+    const std::string dotted = "env." + item.key;
+    if (!is_environment_name(item.key))
+      throw check_.error(item, "'" + dotted + "' is not an environment variable name",
+                         "names are letters, digits and underscores, not starting with a "
+                         "digit; a name with other characters must be quoted in TOML and "
+                         "still cannot be set");
+    if (item.key.rfind("RUNNER_", 0) == 0)
+      throw check_.error(item, "'" + dotted + "' is a setting of runner itself, not of a run",
+                         "set it in the shell that starts runner");
+    const auto* text = item.node->as_string();
+    if (text == nullptr)
+      check_.fail(*item.node,
+                  "'" + dotted + "' must be a string, found " +
+                      experiment_detail::describe(*item.node),
+                  "environment values are text: write " + item.key + " = \"" +
+                      (item.node->is_value() ? render(*item.node) : std::string("...")) +
+                      "\"");
+    if (text->get().find('\0') != std::string::npos)
+      check_.fail(*item.node, "'" + dotted + "' must not contain a NUL character");
+    e.env[item.key] = text->get();
+    e.key_where[dotted] = check_.at(*item.node);
+  }
+}
+
+// What [runtime] asks of this machine: the allocator's library installed, the
+// CPUs and the NUMA node present. Each problem is reported at its key.
+void ParsedExperiment::check_runtime(Experiment& e) const {
+  const auto fail_at = [&](const std::string& dotted, const std::string& message,
+                           const std::string& hint) {
+    const auto it = e.key_where.find(dotted);
+    throw Error(it != e.key_where.end() ? it->second : check_.nowhere(), message, hint);
+  };
+  for (const char* key : {"threads", "interop_threads"})
+    if (e.key_where.count(std::string("runtime.") + key) != 0 &&
+        e.key_where.count(std::string("device.") + key) != 0)
+      fail_at(std::string("runtime.") + key,
+              std::string("'runtime.") + key + "' and 'device." + key +
+                  "' are the same setting; set it once",
+              std::string("remove one of them (runtime.") + key + " is the documented place)");
+  RuntimeSettings& r = e.runtime;
+  if (r.allocator != "system" && !find_allocator_library(r.allocator))
+    fail_at("runtime.allocator",
+            "runtime.allocator = \"" + r.allocator + "\" needs " + allocator_soname(r.allocator) +
+                ", which is not installed",
+            "install the Debian package " + allocator_package(r.allocator) + " (apt-get install " +
+                allocator_package(r.allocator) + "; 'scripts/dev setup' installs it)");
+  const std::vector<int> allowed = allowed_cpus();
+  std::vector<int> cpus;
+  if (!r.cpu_affinity.empty()) {
+    try {
+      cpus = parse_cpu_list(r.cpu_affinity);
+    } catch (const Error& error) {
+      fail_at("runtime.cpu_affinity", "'runtime.cpu_affinity': " + std::string(error.what()),
+              error.hint());
+    }
+    for (int cpu : cpus)
+      if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end())
+        fail_at("runtime.cpu_affinity",
+                "'runtime.cpu_affinity' names CPU " + std::to_string(cpu) +
+                    ", which this machine does not have (runner may use CPUs " +
+                    format_cpu_list(allowed) + ")",
+                "name CPUs from " + format_cpu_list(allowed));
+    r.cpu_affinity = format_cpu_list(cpus);
+  }
+  if (r.numa_node >= 0) {
+    const auto nodes = numa_nodes();
+    std::vector<int> names;
+    for (const auto& [node, node_cpus] : nodes) names.push_back(node);
+    const auto it = nodes.find(static_cast<int>(r.numa_node));
+    if (it == nodes.end())
+      fail_at("runtime.numa_node",
+              "'runtime.numa_node' is " + std::to_string(r.numa_node) + ", but " +
+                  (nodes.empty() ? std::string("the kernel reports no NUMA nodes on this machine")
+                                 : "this machine has NUMA node(s) " + format_cpu_list(names)),
+              nodes.empty() ? "remove numa_node" : "use one of " + format_cpu_list(names));
+    for (int cpu : cpus)
+      if (std::find(it->second.begin(), it->second.end(), cpu) == it->second.end())
+        fail_at("runtime.cpu_affinity",
+                "'runtime.cpu_affinity' names CPU " + std::to_string(cpu) +
+                    ", which is not on NUMA node " + std::to_string(r.numa_node) + " (CPUs " +
+                    format_cpu_list(it->second) + ")",
+                "name CPUs of the node, or leave cpu_affinity out to use all of them");
   }
 }
 

@@ -49,6 +49,8 @@ struct SectionSpec {
   std::optional<PluginKind> plugin;  // the section names a plugin; its other keys are options
   std::optional<RunKind> only_kind;  // set: the section is valid only for this kind
   std::vector<HostKey> keys;
+  // Any key names an environment variable whose value is a string ([env]).
+  bool environment = false;
 };
 
 [[nodiscard]] const std::vector<SectionSpec>& section_specs();

@@ -197,6 +197,52 @@ const std::vector<SectionSpec>& section_specs() {
                     return key;
                   }()}});
 
+    // [runtime]: the process a run executes in. The thread counts are the
+    // same settings as [device] threads and interop_threads (either place,
+    // not both).
+    HostKey cpu_affinity = string_key(
+        "cpu_affinity", "", {},
+        "CPUs the run process is bound to before LibTorch starts its threads: \"0-3\", "
+        "\"0,2\"",
+        [](Experiment& e, const OptionValue& v) { e.runtime.cpu_affinity = str(v); });
+    cpu_affinity.spec.default_value.reset();
+    cpu_affinity.non_empty = true;
+    HostKey numa_node = integer_key("numa_node", 0, 0, 1023,
+                                    "NUMA node the run's CPUs and memory are bound to",
+                                    [](Experiment& e, const OptionValue& v) {
+                                      e.runtime.numa_node = int_of(v);
+                                    });
+    numa_node.spec.default_value.reset();
+    s.push_back({"runtime", std::nullopt, std::nullopt,
+                 {string_key("allocator", "system", {"system", "jemalloc", "tcmalloc"},
+                             "memory allocator: the C library's, or jemalloc / tcmalloc "
+                             "preloaded into a fresh run process",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.runtime.allocator = str(v);
+                             }),
+                  cpu_affinity, numa_node,
+                  [] {
+                    HostKey key = integer_key("threads", 0, 0, kMaxThreads,
+                                              "intra-op threads (as device.threads)",
+                                              [](Experiment& e, const OptionValue& v) {
+                                                e.device.threads = int_of(v);
+                                              });
+                    key.spec.default_value.reset();  // [device] threads holds the default
+                    return key;
+                  }(),
+                  [] {
+                    HostKey key = integer_key("interop_threads", 0, 0, kMaxThreads,
+                                              "inter-op threads (as device.interop_threads)",
+                                              [](Experiment& e, const OptionValue& v) {
+                                                e.device.interop_threads = int_of(v);
+                                              });
+                    key.spec.default_value.reset();
+                    return key;
+                  }()}});
+
+    // [env]: environment variables of the run process, NAME = "value".
+    s.push_back({"env", std::nullopt, std::nullopt, {}, /*environment=*/true});
+
     HostKey init_from{spec_of("init_from", OptionType::string, std::nullopt,
                               "weights to start from: a .safetensors file or a state dict "
                               "saved by torch.save, relative to this file"),
@@ -516,6 +562,8 @@ std::optional<DottedKey> lookup_dotted(std::string_view dotted) {
   if (section == nullptr || key.empty()) return std::nullopt;
   const HostKey* host = find_key(*section, key);
   if (host != nullptr) return DottedKey{section, std::string(key), host};
+  // Any name in [env] (checked when the section is read).
+  if (section->environment) return DottedKey{section, std::string(key), nullptr};
   // A plugin option's name is one TOML key; "model.a.b" addresses nothing.
   if (!section->plugin || key.find('.') != std::string_view::npos) return std::nullopt;
   return DottedKey{section, std::string(key), nullptr};

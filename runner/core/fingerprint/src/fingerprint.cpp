@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <fstream>
@@ -27,6 +28,7 @@
 #include "runner/common/json.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
+#include "runner/runtime/runtime.hpp"
 #include "runner/sdk.hpp"
 
 extern char** environ;
@@ -170,7 +172,75 @@ std::string Fingerprint::json() const { return canonical_json(nlohmann::json(fie
 
 std::string Fingerprint::hash() const { return sha256_hex(json()); }
 
-Fingerprint collect_fingerprint(std::int64_t seed) {
+namespace {
+
+// Build facts that decide which code a run executes.
+void add_build_fields(std::map<std::string, std::string>& f) {
+  f["software.runner_version"] = RUNNER_VERSION_STRING;
+#ifdef NDEBUG
+  f["software.build_type"] = "optimized";
+#else
+  f["software.build_type"] = "debug";
+#endif
+  constexpr PluginAbiRecord abi = this_abi_record();
+  f["software.cuda_code_paths"] = abi.cuda ? "on" : "off";
+  f["software.torch_version"] = TORCH_VERSION;
+}
+
+}  // namespace
+
+Fingerprint identity_fingerprint(const std::map<std::string, std::string>& run_env,
+                                 const std::string& cpus) {
+  Fingerprint fp;
+  auto& f = fp.fields;
+  add_build_fields(f);
+  f["cpu.model"] = proc_field("/proc/cpuinfo", "model name");
+  f["cpu.logical_cores"] = std::to_string(std::thread::hardware_concurrency());
+  f["cpu.isa"] = cpu_isa_flags();
+  f["runtime.cpus"] = cpus;
+  std::map<std::string, std::string> env = current_environment();
+  for (const auto& [name, value] : run_env) env[name] = value;
+  for (const auto& [name, value] : env)
+    if (is_performance_env_var(name) || run_env.count(name) != 0) f["env." + name] = value;
+  return fp;
+}
+
+std::map<std::string, std::string> gpu_identity_fields() {
+  std::map<std::string, std::string> all, out;
+  add_gpu_fields(all);
+  for (const char* key : {"gpu.count", "gpu.name", "gpu.capability", "gpu.memory_bytes",
+                          "gpu.driver", "gpu.cuda_runtime", "gpu.cudnn"})
+    out[key] = all[key];
+  return out;
+}
+
+std::vector<std::string> fingerprint_changes(const std::string& before, const std::string& now) {
+  const auto parse = [](const std::string& text) {
+    std::map<std::string, std::string> out;
+    const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object()) return out;
+    for (const auto& [key, value] : json.items())
+      out[key] = value.is_string() ? value.get<std::string>() : value.dump();
+    return out;
+  };
+  const auto a = parse(before), b = parse(now);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  const auto shown = [](const std::map<std::string, std::string>& m, const std::string& k) {
+    const auto it = m.find(k);
+    return it == m.end() ? std::string("(unset)") : it->second.empty() ? std::string("\"\"")
+                                                                       : it->second;
+  };
+  std::vector<std::string> changes;
+  for (const auto& k : keys) {
+    const auto x = shown(a, k), y = shown(b, k);
+    if (x != y) changes.push_back(k + ": " + x + " -> " + y);
+  }
+  return changes;
+}
+
+Fingerprint collect_fingerprint(std::int64_t seed, const std::vector<std::string>& run_env) {
   Fingerprint fp;
   auto& f = fp.fields;
   utsname uts{};
@@ -190,18 +260,11 @@ Fingerprint collect_fingerprint(std::int64_t seed) {
   f["memory.total"] = proc_field("/proc/meminfo", "MemTotal");
 
   constexpr PluginAbiRecord abi = this_abi_record();
-  f["software.runner_version"] = RUNNER_VERSION_STRING;
+  add_build_fields(f);
   f["software.git_commit"] = kGitCommit;
   f["software.git_dirty"] = kGitDirty ? "true" : "false";
   f["software.compiler"] = abi.compiler;
   f["software.cxx11_abi"] = std::to_string(abi.cxx11_abi);
-#ifdef NDEBUG
-  f["software.build_type"] = "optimized";
-#else
-  f["software.build_type"] = "debug";
-#endif
-  f["software.cuda_code_paths"] = abi.cuda ? "on" : "off";
-  f["software.torch_version"] = TORCH_VERSION;
   f["software.torch_config"] = at::show_config();
   f["software.torch_parallel"] = at::get_parallel_info();
   f["threads.intra_op"] = std::to_string(at::get_num_threads());
@@ -222,8 +285,17 @@ Fingerprint collect_fingerprint(std::int64_t seed) {
     const auto eq = entry.find('=');
     if (eq == std::string::npos) continue;
     const std::string name = entry.substr(0, eq);
-    if (is_performance_env_var(name)) f["env." + name] = entry.substr(eq + 1);
+    if (is_performance_env_var(name) ||
+        std::find(run_env.begin(), run_env.end(), name) != run_env.end())
+      f["env." + name] = entry.substr(eq + 1);
   }
+  // What the run process runs on, read back.
+  const std::string allocator = malloc_library();
+  f["runtime.malloc"] = allocator;
+  f["runtime.cpus"] = format_cpu_list(allowed_cpus());
+  const std::vector<int> numa = numa_binding();
+  f["runtime.numa_binding"] = numa.empty() ? "none" : format_cpu_list(numa);
+  f["runtime.numa_nodes"] = std::to_string(numa_nodes().size());
   f["seed"] = std::to_string(seed);
   return fp;
 }

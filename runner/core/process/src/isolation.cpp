@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <pthread.h>
 #include <string>
 #include <utility>
 
@@ -100,6 +101,24 @@ std::string capture_in_child(const std::function<std::string()>& body) {
   return out;
 }
 
+void install_child_stop_handler() {
+  struct sigaction action {};
+  action.sa_handler = on_child_interrupt;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
+void block_interrupts() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
 bool child_stop_requested() { return g_child_stop.load(std::memory_order_relaxed); }
 const std::atomic<bool>& child_stop_flag() { return g_child_stop; }
 
@@ -131,6 +150,28 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
   auto next_tick = start + std::chrono::duration_cast<Clock::duration>(options.tick);
   int forwarded = 0;
   bool killed_for_timeout = false, killed_for_interrupt = false;
+  int line_fd = options.on_line ? options.line_fd : -1;
+  std::string pending;  // a line not yet complete
+  const auto drain_lines = [&] {
+    char buffer[4096];
+    while (line_fd >= 0) {
+      const ssize_t n = ::read(line_fd, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n == 0 || errno != EAGAIN) line_fd = -1;  // closed: stop polling it
+        return;
+      }
+      pending.append(buffer, static_cast<std::size_t>(n));
+      for (auto newline = pending.find('\n'); newline != std::string::npos;
+           newline = pending.find('\n')) {
+        const std::string line = pending.substr(0, newline);
+        pending.erase(0, newline + 1);
+        options.on_line(line);
+      }
+      if (pending.size() > 65536) pending.clear();  // a runaway line is dropped, not buffered
+    }
+  };
+  if (line_fd >= 0) ::fcntl(line_fd, F_SETFL, ::fcntl(line_fd, F_GETFL) | O_NONBLOCK);
   while (true) {
     const auto now = Clock::now();
     if (!killed_for_timeout && now >= deadline) {
@@ -144,11 +185,13 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
     const auto wake = std::min(deadline, next_tick);
     const auto wait_ms = std::max<long long>(
         0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1);
-    pollfd fds[2] = {{pidfd.get(), POLLIN, 0}, {Interrupts::wake_fd(), POLLIN, 0}};
-    const int nfds = fds[1].fd >= 0 ? 2 : 1;
-    const int ready = ::poll(fds, static_cast<nfds_t>(nfds), static_cast<int>(wait_ms));
+    // A negative descriptor is ignored by poll(2).
+    pollfd fds[3] = {{pidfd.get(), POLLIN, 0}, {Interrupts::wake_fd(), POLLIN, 0},
+                     {line_fd, POLLIN, 0}};
+    const int ready = ::poll(fds, 3, static_cast<int>(wait_ms));
     if (ready < 0 && errno != EINTR) break;
-    if (nfds == 2 && (fds[1].revents & POLLIN)) {
+    if (ready > 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) drain_lines();
+    if (fds[1].fd >= 0 && (fds[1].revents & POLLIN)) {
       char buffer[64];
       while (::read(fds[1].fd, buffer, sizeof buffer) > 0) {
       }
@@ -164,6 +207,7 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
     }
     if (ready > 0 && (fds[0].revents & POLLIN)) break;
   }
+  drain_lines();  // what the child wrote just before it ended
   const int status = child.wait();
   ChildExit result;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();

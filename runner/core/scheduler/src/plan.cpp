@@ -12,14 +12,26 @@ namespace runner {
 
 std::vector<PlannedRun> interleave(std::size_t trials, std::int64_t repeats, bool shuffle,
                                    std::uint64_t seed) {
+  return interleave(std::vector<std::int64_t>(trials, repeats), shuffle, seed);
+}
+
+std::vector<PlannedRun> interleave(const std::vector<std::int64_t>& repeats, bool shuffle,
+                                   std::uint64_t seed) {
   std::vector<PlannedRun> plan;
-  plan.reserve(trials * static_cast<std::size_t>(std::max<std::int64_t>(repeats, 0)));
-  std::vector<std::size_t> order(trials);
+  std::int64_t rounds = 0;
+  std::size_t total = 0;
+  for (std::int64_t r : repeats) {
+    rounds = std::max(rounds, r);
+    total += static_cast<std::size_t>(std::max<std::int64_t>(r, 0));
+  }
+  plan.reserve(total);
+  std::vector<std::size_t> order(repeats.size());
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 generator(seed);
-  for (std::int64_t r = 0; r < repeats; ++r) {
+  for (std::int64_t r = 0; r < rounds; ++r) {
     if (shuffle) std::shuffle(order.begin(), order.end(), generator);
-    for (std::size_t t : order) plan.push_back({t, r});
+    for (std::size_t t : order)
+      if (r < repeats[t]) plan.push_back({t, r});
   }
   return plan;
 }
@@ -71,12 +83,14 @@ std::string skip_reason(const std::vector<store::TrialRun>& existing, std::int64
 }
 
 std::string trial_identity(const std::string& config_hash,
-                           const std::vector<store::PluginRecord>& plugins) {
+                           const std::vector<store::PluginRecord>& plugins,
+                           const std::string& environment_hash) {
   std::vector<std::string> parts;
   for (const auto& p : plugins) parts.push_back(p.kind + ":" + p.name + ":" + p.sha256);
   std::sort(parts.begin(), parts.end());
   std::string text = config_hash;
   for (const auto& part : parts) text += "\n" + part;
+  if (!environment_hash.empty()) text += "\nenvironment:" + environment_hash;
   return sha256_hex(text);
 }
 

@@ -3,8 +3,13 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "runner/common/error.hpp"
+#include "runner/common/sha256.hpp"
 #include "runner/engine/engine.hpp"
+#include "runner/fingerprint/fingerprint.hpp"
+#include "runner/runtime/runtime.hpp"
 #include "runner/process/isolation.hpp"
 #include "runner/scheduler/plan.hpp"
 
@@ -20,19 +25,34 @@ namespace {
   throw Error(body.substr(0, newline), newline == std::string::npos ? "" : body.substr(newline + 1));
 }
 
+struct ResolvedDevice {
+  std::string name;                               ///< "cpu" or "cuda"
+  std::map<std::string, std::string> gpu_fields;  ///< for "cuda": the GPU part of identities
+};
+
 // The device check touches CUDA, which must not be initialised in the runner
-// process: its run processes are forked from it, and CUDA does not survive a fork.
-std::string resolve_device_isolated(const std::string& type) {
-  if (type == "cpu") return "cpu";
+// process: its run processes are forked from it, and CUDA does not survive a
+// fork. The same child reads the GPU facts that join a CUDA trial's identity.
+ResolvedDevice resolve_device_isolated(const std::string& type) {
+  if (type == "cpu") return {"cpu", {}};
   const std::string answer = capture_in_child([&] {
     try {
-      return "ok:" + resolve_device(type);
+      const std::string device = resolve_device(type);
+      nlohmann::json gpu = nlohmann::json::object();
+      if (device == "cuda") gpu = gpu_identity_fields();
+      return "ok:" + device + "\n" + gpu.dump();
     } catch (const Error& e) {
       return "error:" + std::string(e.what()) + "\n" + e.hint();
     }
   });
-  if (answer.rfind("ok:", 0) == 0) return answer.substr(3);
-  rethrow_child_error(answer);
+  if (answer.rfind("ok:", 0) != 0) rethrow_child_error(answer);
+  const auto newline = answer.find('\n');
+  ResolvedDevice resolved{answer.substr(3, newline - 3), {}};
+  const auto gpu = nlohmann::json::parse(answer.substr(newline + 1), nullptr, false);
+  if (gpu.is_object())
+    for (const auto& [key, value] : gpu.items())
+      if (value.is_string()) resolved.gpu_fields[key] = value.get<std::string>();
+  return resolved;
 }
 
 // What only the plugins can tell about a trial (its init_from weights load
@@ -120,18 +140,37 @@ PreparedExperiment prepare_experiment(const fs::path& file,
                                       const std::vector<std::string>& set_overrides,
                                       const PluginSearch& search) {
   PreparedExperiment p;
+  p.file = file;
+  p.set_overrides = set_overrides;
+  p.search = search;
   const auto parsed = parse_experiment_file(file, set_overrides);
   p.host = std::make_unique<PluginHost>();
   load_plugins(*p.host, plugin_paths_of(*parsed), search, p.warnings);
   p.trials = expand_trials(*parsed, *p.host);
+  std::map<std::string, std::map<std::string, std::string>> gpu_fields;  // by device.type
   for (const Trial& t : p.trials) {
-    p.plugins.push_back(plugin_records(*p.host, t.experiment));
-    p.identities.push_back(trial_identity(t.experiment.config_hash(), p.plugins.back()));
     const std::string& type = t.experiment.device.type;
-    if (!p.devices.count(type)) p.devices[type] = resolve_device_isolated(type);
+    if (!p.devices.count(type)) {
+      ResolvedDevice resolved = resolve_device_isolated(type);
+      p.devices[type] = resolved.name;
+      gpu_fields[type] = std::move(resolved.gpu_fields);
+    }
+    p.plugins.push_back(plugin_records(*p.host, t.experiment));
+    p.environments.push_back(trial_environment(t.experiment, gpu_fields[type]));
+    p.identities.push_back(trial_identity(t.experiment.config_hash(), p.plugins.back(),
+                                          sha256_hex(p.environments.back())));
   }
   check_before_runs_isolated(p.trials, *p.host, p.devices);
   return p;
+}
+
+std::string trial_environment(const Experiment& e,
+                              const std::map<std::string, std::string>& gpu_fields) {
+  std::vector<int> cpus = bound_cpus(e.runtime_request());
+  if (cpus.empty()) cpus = allowed_cpus();
+  Fingerprint fp = identity_fingerprint(e.env, format_cpu_list(cpus));
+  for (const auto& [key, value] : gpu_fields) fp.fields[key] = value;
+  return fp.json();
 }
 
 std::string trial_name(const Trial& t) {

@@ -9,6 +9,7 @@
 #include "runner/common/strings.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
 #include "runner/process/isolation.hpp"
+#include "runner/runtime/runtime.hpp"
 #include "runner/scheduler/scheduler.hpp"
 
 namespace runner {
@@ -16,8 +17,15 @@ namespace runner {
 RunOutcome execute_recorded_run(const RunContext& context) {
   const Experiment& exp = context.trial->experiment;
   store::Store& db = *context.db;
+  // [runtime] binds the process before LibTorch starts a thread, and every
+  // setting is read back before the run measures anything.
+  const RuntimeRequest runtime = exp.runtime_request();
+  apply_runtime(runtime);
   configure_runtime(exp);
-  const Fingerprint fingerprint = collect_fingerprint(exp.seed);
+  verify_runtime(runtime);
+  std::vector<std::string> env_names;
+  for (const auto& [name, value] : exp.env) env_names.push_back(name);
+  const Fingerprint fingerprint = collect_fingerprint(exp.seed, env_names);
   const auto fingerprint_id = db.upsert_fingerprint(fingerprint.hash(), fingerprint.json());
   db.set_run_fingerprint(context.run_id, fingerprint_id);
   // The peak is measured once per fingerprint and device, by the first run

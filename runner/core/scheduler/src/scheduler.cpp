@@ -1,11 +1,23 @@
 #include "runner/scheduler/scheduler.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "liveness.hpp"
 #include "record.hpp"
 #include "runner/common/error.hpp"
+#include "runner/common/sha256.hpp"
+#include "runner/common/strings.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
 #include "runner/process/fd.hpp"
 #include "runner/process/isolation.hpp"
@@ -17,46 +29,178 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// One trial of one of the sweep's experiment files.
+struct Slot {
+  const PreparedExperiment* experiment = nullptr;
+  std::size_t group = 0;  // which experiment file
+  std::size_t trial = 0;  // index into experiment->trials
+  [[nodiscard]] const Trial& get() const { return experiment->trials[trial]; }
+  [[nodiscard]] const std::string& identity() const { return experiment->identities[trial]; }
+};
+
+std::vector<Slot> slots_of(const Sweep& sweep) {
+  std::vector<Slot> slots;
+  for (std::size_t g = 0; g < sweep.size(); ++g)
+    for (std::size_t t = 0; t < sweep[g]->trials.size(); ++t) slots.push_back({sweep[g], g, t});
+  return slots;
+}
+
 // The runs of this invocation, in execution order: repetitions interleaved
-// across trials (A1 B1 A2 B2 ...), restricted to the shard.
-std::vector<PlannedRun> planned_runs(const PreparedExperiment& p, const SchedulerOptions& options) {
-  const Experiment& first = p.first();
+// across the trials of every file (A1 B1 A2 B2 ...), restricted to the
+// shard. PlannedRun::trial indexes `slots`.
+std::vector<PlannedRun> planned_runs(const Sweep& sweep, const std::vector<Slot>& slots,
+                                     const SchedulerOptions& options) {
+  std::vector<std::int64_t> repeats;
+  for (const Slot& slot : slots) repeats.push_back(slot.get().experiment.repeats);
   std::vector<PlannedRun> plan;
-  for (const PlannedRun& r : interleave(p.trials.size(), first.repeats, options.shuffle,
-                                        static_cast<std::uint64_t>(first.seed)))
-    if (in_shard(p.identities[r.trial], r.repeat, options.shard)) plan.push_back(r);
+  for (const PlannedRun& r : interleave(repeats, options.shuffle,
+                                        static_cast<std::uint64_t>(sweep.front()->first().seed)))
+    if (in_shard(slots[r.trial].identity(), r.repeat, options.shard)) plan.push_back(r);
   return plan;
 }
 
 // What the store already holds for every trial (resume matches by identity),
 // with runs whose runner process is gone shown as the interrupted runs they
 // are (a dry run must not write that down, but must decide the same way).
-std::vector<std::vector<store::TrialRun>> existing_runs(const PreparedExperiment& p,
+std::vector<std::vector<store::TrialRun>> existing_runs(const std::vector<Slot>& slots,
                                                         const store::Store& db) {
   std::set<std::int64_t> gone;
   for (const auto& run : db.running_runs())
     if (liveness_of(run) == Liveness::gone) gone.insert(run.run_id);
   std::vector<std::vector<store::TrialRun>> existing;
-  for (const auto& identity : p.identities) {
-    existing.push_back(db.runs_of_identity(identity));
+  for (const Slot& slot : slots) {
+    existing.push_back(db.runs_of_identity(slot.identity()));
     for (auto& run : existing.back())
       if (gone.count(run.run_id) != 0) run.status = store::RunStatus::interrupted;
   }
   return existing;
 }
 
+// What changed since runs of the same configuration were recorded under
+// another identity: the environment fields, else the plugin libraries.
+std::vector<std::string> changes_since_recorded(const Slot& slot, const store::Store& db) {
+  const auto recorded = db.environments_of_config(slot.get().experiment.config_hash());
+  for (const auto& [identity, environment] : recorded) {
+    if (identity == slot.identity()) return {};  // runs of this very identity exist
+    if (environment.empty())
+      return {"the recorded runs predate environments in identities (schema 8)"};
+    std::vector<std::string> changes =
+        fingerprint_changes(environment, slot.experiment->environments[slot.trial]);
+    if (changes.empty()) changes.emplace_back("plugin libraries");
+    return changes;
+  }
+  return {};
+}
+
+// A run process's work, shared by the forked and the fresh (exec'd) run
+// process: run `body`, record its outcome, and when even recording a failure
+// is impossible pass the reason to the scheduler through `reason_fd`.
+int run_and_record(const std::filesystem::path& db_path, std::int64_t run_id, int reason_fd,
+                   const std::function<RunOutcome(store::Store&)>& body) {
+  try {
+    store::Store db = store::Store::open(db_path);
+    const RunOutcome outcome = body(db);
+    record_outcome(db, run_id, outcome);
+    return outcome.status == store::RunStatus::finished ? 0 : 3;
+  } catch (const std::exception& e) {
+    const std::string why = failure_reason(e.what());
+    try {
+      store::Store::open(db_path).finish_run(run_id, store::RunStatus::failed, why, {}, {});
+      return 3;
+    } catch (...) {
+      (void)write_all(reason_fd, why);
+    }
+    return 1;
+  }
+}
+
+// "progress STEP TOTAL LOSS STEPS_PER_S": how a fresh run process reports progress.
+std::string progress_line(const Progress& p) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "progress " << p.step << " " << p.total_steps << " " << p.last_loss << " "
+      << p.steps_per_s << "\n";
+  return out.str();
+}
+
+std::optional<Progress> parse_progress_line(const std::string& line) {
+  std::istringstream in(line);
+  std::string tag, loss;
+  Progress p;
+  if (!(in >> tag >> p.step >> p.total_steps >> loss >> p.steps_per_s) || tag != "progress")
+    return std::nullopt;
+  const auto value = parse_double(loss);
+  p.last_loss = value ? *value : std::numeric_limits<double>::quiet_NaN();
+  return p;
+}
+
+// The request a fresh run process reads: enough to prepare the same trial
+// again and check that it is the same.
+std::string fresh_request(const Slot& slot, const SchedulerOptions& options, std::int64_t run_id,
+                          std::int64_t repeat, Clock::time_point origin) {
+  const PreparedExperiment& p = *slot.experiment;
+  nlohmann::json request;
+  request["db"] = std::filesystem::absolute(options.db).string();
+  request["run_id"] = run_id;
+  request["file"] = std::filesystem::absolute(p.file).string();
+  request["set"] = p.set_overrides;
+  std::vector<std::string> extra;
+  for (const auto& path : p.search.extra) extra.push_back(std::filesystem::absolute(path).string());
+  request["plugin_path"] = extra;
+  request["allow_unsafe"] = p.search.allow_unsafe;
+  request["trial"] = slot.trial;
+  request["repeat"] = repeat;
+  request["identity"] = slot.identity();
+  request["environment"] = p.environments[slot.trial];
+  request["origin_ns"] =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
+  return request.dump();
+}
+
+// In the forked child: becomes the fresh run process (execve of the runner
+// with the trial's environment). Returns only when that fails.
+int exec_fresh(const Slot& slot, const SchedulerOptions& options, std::int64_t run_id,
+               std::int64_t repeat, Clock::time_point origin, int reason_fd, int line_fd) {
+  const Experiment& e = slot.get().experiment;
+  const std::string request = fresh_request(slot, options, run_id, repeat, origin);
+  const int memfd = ::memfd_create("runner-run-request", 0);
+  if (memfd < 0 || !write_all(memfd, request) || ::lseek(memfd, 0, SEEK_SET) != 0) {
+    (void)write_all(reason_fd, std::string("cannot pass the run to a fresh process: ") +
+                                   std::strerror(errno));
+    return 1;
+  }
+  for (int fd : {reason_fd, line_fd}) ::fcntl(fd, F_SETFD, 0);  // inherited by the exec
+  const std::vector<std::string> environment =
+      fresh_process_environment(e.env, e.runtime.allocator);
+  const std::string exe = options.executable.string();
+  std::vector<std::string> args{"runner", "__run-fresh", std::to_string(memfd),
+                                std::to_string(reason_fd), std::to_string(line_fd)};
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_copy(environment);
+  for (auto& v : env_copy) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  // SIGINT waits, blocked, until the new image has its handler.
+  block_interrupts();
+  ::execve(exe.c_str(), argv.data(), envp.data());
+  (void)write_all(reason_fd, "cannot start a fresh run process (" + exe +
+                                 "): " + std::strerror(errno));
+  return 1;
+}
+
 // Executes one claimed run and leaves its verdict in the store. With process
 // isolation the store connection is closed around the fork: SQLite's locking
 // state must never be inherited by a child process.
-void execute(const PreparedExperiment& p, const SchedulerOptions& options,
+void execute(const Slot& slot, const SchedulerOptions& options,
              std::optional<store::Store>& connection, std::int64_t run_id, const PlannedRun& r,
              const RunStarted& started, Clock::time_point origin, RunObserver& observer) {
-  const Trial& trial = p.trials[r.trial];
+  const Trial& trial = slot.get();
   RunContext context;
   context.run_id = run_id;
   context.trial = &trial;
   context.repeat = r.repeat;
-  context.host = p.host.get();
+  context.host = slot.experiment->host.get();
   context.origin = origin;
   context.on_progress = [&](const Progress& progress) { observer.on_progress(started, progress); };
   if (options.isolation == Isolation::none) {
@@ -72,6 +216,7 @@ void execute(const PreparedExperiment& p, const SchedulerOptions& options,
     record_outcome(*connection, run_id, outcome);
     return;
   }
+  const bool fresh = !fresh_process_reasons(trial.experiment).empty();
   ChildOptions child;
   child.timeout = std::chrono::duration<double>(trial.experiment.timeout_s);
   child.tick = options.heartbeat;
@@ -80,30 +225,32 @@ void execute(const PreparedExperiment& p, const SchedulerOptions& options,
   // a full disk while recording) records its own reason; when even that is
   // impossible it passes the reason to this process through `reason`.
   Pipe reason = make_pipe();
+  // A fresh run process reports progress as lines on `lines`; a forked one
+  // calls the observer itself.
+  Pipe lines = make_pipe();
+  if (fresh) {
+    child.line_fd = lines.read.get();
+    child.on_line = [&](const std::string& line) {
+      if (const auto progress = parse_progress_line(line)) observer.on_progress(started, *progress);
+    };
+  }
   connection.reset();
   const ChildExit exit = run_in_child(
       [&]() -> int {
         reason.read.reset();
-        try {
-          store::Store db = store::Store::open(options.db);
+        lines.read.reset();
+        if (fresh)
+          return exec_fresh(slot, options, run_id, r.repeat, origin, reason.write.get(),
+                            lines.write.get());
+        return run_and_record(options.db, run_id, reason.write.get(), [&](store::Store& db) {
           context.db = &db;
           context.stop = &child_stop_flag();
-          const RunOutcome outcome = options.body(context);
-          record_outcome(db, run_id, outcome);
-          return outcome.status == store::RunStatus::finished ? 0 : 3;
-        } catch (const std::exception& e) {
-          const std::string why = failure_reason(e.what());
-          try {
-            store::Store::open(options.db).finish_run(run_id, store::RunStatus::failed, why, {}, {});
-            return 3;
-          } catch (...) {
-            (void)write_all(reason.write.get(), why);
-          }
-          return 1;
-        }
+          return options.body(context);
+        });
       },
       child);
   reason.write.reset();
+  lines.write.reset();
   const std::string why = read_all(reason.read.get());
   connection.emplace(store::Store::open(options.db));
   record_child_exit(*connection, run_id, exit, trial.experiment.timeout_s, why);
@@ -111,45 +258,137 @@ void execute(const PreparedExperiment& p, const SchedulerOptions& options,
 
 }  // namespace
 
+std::vector<std::string> fresh_process_reasons(const Experiment& experiment) {
+  return fresh_process_reasons(experiment.env, experiment.runtime.allocator);
+}
+
+int serve_fresh_run(int request_fd, int reason_fd, int line_fd) {
+  install_child_stop_handler();
+  const UniqueFd request_owner(request_fd), reason(reason_fd), lines(line_fd);
+  nlohmann::json request;
+  try {
+    request = nlohmann::json::parse(read_all(request_fd));
+  } catch (const std::exception& e) {
+    (void)write_all(reason_fd, std::string("the fresh run process got an unreadable request: ") +
+                                   e.what());
+    return 1;
+  }
+  const std::filesystem::path db_path = request.value("db", std::string());
+  const std::int64_t run_id = request.value("run_id", std::int64_t{0});
+  return run_and_record(db_path, run_id, reason_fd, [&](store::Store& db) {
+    // The same trial, prepared again from the same file: its identity must
+    // be the one the scheduler claimed the run for.
+    const auto parsed = parse_experiment_file(request.at("file").get<std::string>(),
+                                              request.at("set").get<std::vector<std::string>>());
+    PluginSearch search;
+    for (const auto& path : request.at("plugin_path").get<std::vector<std::string>>())
+      search.extra.emplace_back(path);
+    search.allow_unsafe = request.at("allow_unsafe").get<bool>();
+    PluginHost host;
+    std::vector<std::string> warnings;
+    load_plugins(host, plugin_paths_of(*parsed), search, warnings);
+    const std::vector<Trial> trials = expand_trials(*parsed, host);
+    const auto index = request.at("trial").get<std::size_t>();
+    if (index >= trials.size())
+      throw Error("the experiment file changed after the sweep was planned: it has " +
+                      std::to_string(trials.size()) + " trial(s) now",
+                  "run the sweep again", ErrorKind::run);
+    const Trial& trial = trials[index];
+    const std::string environment = request.at("environment").get<std::string>();
+    const std::string identity = trial_identity(
+        trial.experiment.config_hash(), plugin_records(host, trial.experiment), sha256_hex(environment));
+    if (identity != request.at("identity").get<std::string>())
+      throw Error("the experiment file or its plugins changed after the sweep was planned (" +
+                      trial_name(trial) + " is no longer the trial this run was claimed for)",
+                  "run the sweep again", ErrorKind::run);
+    RunContext context;
+    context.db = &db;
+    context.run_id = run_id;
+    context.trial = &trial;
+    context.repeat = request.at("repeat").get<std::int64_t>();
+    context.host = &host;
+    context.stop = &child_stop_flag();
+    context.origin = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+        std::chrono::nanoseconds(request.at("origin_ns").get<std::int64_t>())));
+    context.on_progress = [&](const Progress& progress) {
+      (void)write_all(line_fd, progress_line(progress));
+    };
+    return execute_recorded_run(context);
+  });
+}
+
 std::vector<PlannedAction> plan_sweep(const PreparedExperiment& p,
                                       const SchedulerOptions& options) {
-  std::vector<std::vector<store::TrialRun>> existing(p.trials.size());
+  return plan_sweep(Sweep{&p}, options);
+}
+
+std::vector<PlannedAction> plan_sweep(const Sweep& sweep, const SchedulerOptions& options) {
+  const std::vector<Slot> slots = slots_of(sweep);
+  std::vector<std::vector<store::TrialRun>> existing(slots.size());
+  std::optional<store::Store> db;
   std::error_code ec;
-  if (fs::exists(options.db, ec)) existing = existing_runs(p, store::Store::open_read_only(options.db));
+  if (fs::exists(options.db, ec)) {
+    db.emplace(store::Store::open_read_only(options.db));
+    existing = existing_runs(slots, *db);
+  }
   std::vector<PlannedAction> actions;
-  for (const PlannedRun& r : planned_runs(p, options))
-    actions.push_back({r, skip_reason(existing[r.trial], r.repeat, options.policy)});
+  for (const PlannedRun& r : planned_runs(sweep, slots, options)) {
+    PlannedAction action;
+    action.run = {slots[r.trial].trial, r.repeat};
+    action.experiment = slots[r.trial].group;
+    action.skip_reason = skip_reason(existing[r.trial], r.repeat, options.policy);
+    if (action.skip_reason.empty() && db) action.changes = changes_since_recorded(slots[r.trial], *db);
+    actions.push_back(std::move(action));
+  }
   return actions;
 }
 
 SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& options,
                       RunObserver& observer) {
-  const Experiment& first = p.first();
+  return run_sweep(Sweep{&p}, options, observer);
+}
+
+SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
+                      RunObserver& observer) {
+  const std::vector<Slot> slots = slots_of(sweep);
   if (options.isolation == Isolation::none)
-    for (const Trial& trial : p.trials)
+    for (const Slot& slot : slots) {
+      const Trial& trial = slot.get();
       if (trial.experiment.distributed.enabled)
         throw Error(trial_name(trial) + " is a [distributed] run, which needs process isolation",
                     "drop --isolate none: the other ranks are forked from the run process before "
                     "it runs any operator, which only a fresh run process guarantees");
-  const std::vector<PlannedRun> plan = planned_runs(p, options);
+      const auto reasons = fresh_process_reasons(trial.experiment);
+      if (!reasons.empty())
+        throw Error(trial_name(trial) + " needs a run process with its own environment (" +
+                        join(reasons, ", ") + "), which --isolate none cannot give it",
+                    "drop --isolate none, or set the variables in the shell that starts runner");
+    }
+  const std::vector<PlannedRun> plan = planned_runs(sweep, slots, options);
 
   store::Store::check_writable(options.db);
   // Optional because the connection is closed around every fork.
   std::optional<store::Store> connection(store::Store::open(options.db));
   SweepPlan summary;
-  summary.trials = p.trials.size();
-  summary.repeats = first.repeats;
+  summary.trials = slots.size();
+  summary.experiments = sweep.size();
+  for (const PreparedExperiment* p : sweep)
+    summary.repeats = std::max(summary.repeats, p->first().repeats);
   summary.marked_interrupted =
       connection->mark_stale_runs_interrupted() + mark_orphans_interrupted(*connection);
-  const auto experiment_id = connection->upsert_experiment(
-      first.name, fs::absolute(first.source->path).lexically_normal().string(),
-      first.source->text);
   std::vector<std::int64_t> trial_ids;
-  for (std::size_t t = 0; t < p.trials.size(); ++t)
-    trial_ids.push_back(connection->upsert_trial(
-        experiment_id, p.trials[t].experiment.resolved_json(),
-        p.trials[t].experiment.config_hash(), p.identities[t], p.trials[t].label));
-  const auto existing = existing_runs(p, *connection);
+  for (const PreparedExperiment* p : sweep) {
+    const Experiment& first = p->first();
+    const auto experiment_id = connection->upsert_experiment(
+        first.name, fs::absolute(first.source->path).lexically_normal().string(),
+        first.source->text);
+    for (std::size_t t = 0; t < p->trials.size(); ++t)
+      trial_ids.push_back(connection->upsert_trial(
+          experiment_id, p->trials[t].experiment.resolved_json(),
+          p->trials[t].experiment.config_hash(), p->identities[t], p->trials[t].label,
+          p->environments[t]));
+  }
+  const auto existing = existing_runs(slots, *connection);
   std::vector<PlannedRun> todo;
   for (const PlannedRun& r : plan)
     if (skip_reason(existing[r.trial], r.repeat, options.policy).empty()) todo.push_back(r);
@@ -165,7 +404,8 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
   double spent_s = 0;
   for (const PlannedRun& r : todo) {
     if (Interrupts::count() > 0) break;
-    const Trial& trial = p.trials[r.trial];
+    const Slot& slot = slots[r.trial];
+    const Trial& trial = slot.get();
     store::RunStart start;
     start.trial_id = trial_ids[r.trial];
     start.repeat_index = r.repeat;
@@ -179,7 +419,7 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
     // Decided again inside the claim: another runner on this store may have
     // run this repetition, or be running it, since the plan was made.
     const auto claimed = connection->claim_run(
-        start, p.identities[r.trial], [&](const std::vector<store::TrialRun>& existing) {
+        start, slot.identity(), [&](const std::vector<store::TrialRun>& existing) {
           return skip_reason(existing, r.repeat, options.policy).empty();
         });
     if (!claimed) {
@@ -188,7 +428,7 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
       continue;
     }
     const std::int64_t run_id = *claimed;
-    connection->add_plugins(run_id, p.plugins[r.trial]);
+    connection->add_plugins(run_id, slot.experiment->plugins[slot.trial]);
 
     RunStarted started;
     started.run_id = run_id;
@@ -206,7 +446,7 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
     // time_to_first_step_s: the first run of an invocation counts from the
     // invocation's start (start-up, plugin loading, validation included);
     // later runs from their own start.
-    execute(p, options, connection, run_id, r, started, result.done == 0 ? options.start : t0,
+    execute(slot, options, connection, run_id, r, started, result.done == 0 ? options.start : t0,
             observer);
     spent_s += std::chrono::duration<double>(Clock::now() - t0).count();
     ++result.done;

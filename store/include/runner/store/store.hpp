@@ -32,7 +32,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -246,9 +246,11 @@ class Store {
   /// `label` names the sweep point ("optimizer.lr=0.1"; empty: none); the
   /// first non-empty label written is kept. Throws if the identity is
   /// already stored with another configuration or config hash.
+  /// `environment` is the canonical JSON of the environment fields in the
+  /// identity (empty: none recorded); the first one written is kept.
   std::int64_t upsert_trial(std::int64_t experiment_id, const std::string& config_json,
                             const std::string& config_hash, const std::string& identity,
-                            const std::string& label);
+                            const std::string& label, const std::string& environment = {});
   /// Finds or inserts the fingerprint (identity: hash); returns its id.
   std::int64_t upsert_fingerprint(const std::string& hash, const std::string& json);
 
@@ -314,6 +316,11 @@ class Store {
   /// Every run of every trial with this identity, in any experiment (resume
   /// matches a trial by what it runs, not by which file row recorded it).
   [[nodiscard]] std::vector<TrialRun> runs_of_identity(const std::string& identity) const;
+  /// The recorded trials with this configuration hash that have runs (any
+  /// experiment), newest first: their identity and environment JSON (empty
+  /// when recorded before schema 8). For "what changed since the recorded runs".
+  [[nodiscard]] std::vector<std::pair<std::string, std::string>> environments_of_config(
+      const std::string& config_hash) const;
   /// Every trial of every experiment row named `name`, oldest first.
   [[nodiscard]] std::vector<TrialInfo> trials_of_experiment(const std::string& name) const;
   /// Runs whose stored status is "running" (their process may be alive or gone).

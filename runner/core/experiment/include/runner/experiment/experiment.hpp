@@ -26,6 +26,7 @@
 #include "runner/common/run_kind.hpp"
 #include "runner/experiment/catalog.hpp"
 #include "runner/options.hpp"
+#include "runner/runtime/runtime.hpp"
 
 namespace runner {
 
@@ -74,6 +75,18 @@ struct DeviceSettings {
 
   /// The CUDA-only settings this experiment sets ("device.cudnn_benchmark", ...).
   [[nodiscard]] std::vector<std::string> cuda_only_keys() const;
+};
+
+/// [runtime]: the process a run executes in (thread counts live in DeviceSettings).
+struct RuntimeSettings {
+  std::string allocator = "system";  ///< "system" | "jemalloc" | "tcmalloc"
+  /// CPUs the run process is bound to, normalised ("0-3,8"); empty: unbound.
+  std::string cpu_affinity;
+  std::int64_t numa_node = -1;       ///< NUMA node of CPUs and memory; -1: unbound
+
+  [[nodiscard]] bool is_default() const {
+    return allocator == "system" && cpu_affinity.empty() && numa_node < 0;
+  }
 };
 
 /// [schedule]: the learning rate of every parameter group over the optimizer
@@ -208,6 +221,8 @@ struct Experiment {
   double timeout_s = 3600.0;          ///< per-run time limit in seconds ([experiment] timeout), > 0
 
   DeviceSettings device;
+  RuntimeSettings runtime;                  ///< [runtime]
+  std::map<std::string, std::string> env;   ///< [env]: variables of the run process
   PluginChoice model;                       ///< [model], required
   ModelSettings model_settings;             ///< [model] init_from, strict
   std::optional<PluginChoice> data;         ///< [data]; required for train
@@ -239,6 +254,8 @@ struct Experiment {
   [[nodiscard]] std::string resolved_json() const;
   /// Lowercase hex SHA-256 of resolved_json().
   [[nodiscard]] std::string config_hash() const;
+  /// [env] and [runtime] as the run process applies and checks them.
+  [[nodiscard]] RuntimeRequest runtime_request() const;
   /// Where repetition `repeat_index` saves its weights ([train] save_to with
   /// "{repeat}" replaced); empty when the experiment saves none.
   [[nodiscard]] std::filesystem::path save_path(std::int64_t repeat_index) const;

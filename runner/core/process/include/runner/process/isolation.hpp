@@ -53,6 +53,10 @@ struct ChildOptions {
   std::chrono::duration<double> timeout{3600.0};  ///< kill the child after this long
   std::chrono::duration<double> tick{5.0};        ///< call on_tick this often while waiting
   std::function<void()> on_tick;                  ///< heartbeat
+  /// Read end of a pipe the child writes lines to (-1: none); each complete
+  /// line is passed to on_line (without its newline) while the parent waits.
+  int line_fd = -1;
+  std::function<void(const std::string&)> on_line;
 };
 
 /// Forks; the child runs `body` and _exits with its return value (never
@@ -133,6 +137,16 @@ class IgnoredSignal {
   int signal_;
   struct sigaction previous_ {};
 };
+
+/// In a process that run_in_child started and that then replaced its image
+/// (execve): installs the SIGINT handler behind child_stop_requested() and
+/// unblocks SIGINT, which the fork blocked across the exec so that an early
+/// interrupt waits for the handler instead of killing the process.
+void install_child_stop_handler();
+
+/// Blocks SIGINT in this thread (before an execve that
+/// install_child_stop_handler() completes).
+void block_interrupts();
 
 /// In a child: true once the parent asked it to stop (SIGINT received).
 [[nodiscard]] bool child_stop_requested();

@@ -22,6 +22,11 @@ struct PlannedRun {
 /// favour the trial that always comes first.
 [[nodiscard]] std::vector<PlannedRun> interleave(std::size_t trials, std::int64_t repeats,
                                                  bool shuffle, std::uint64_t seed);
+/// The same for trials with their own number of repetitions (several
+/// experiment files in one schedule): round r holds every trial with more
+/// than r repetitions. With equal counts it is the plan above.
+[[nodiscard]] std::vector<PlannedRun> interleave(const std::vector<std::int64_t>& repeats,
+                                                 bool shuffle, std::uint64_t seed);
 
 /// A deterministic slice of the runs: shard `index` (1-based) of `count`.
 struct Shard {
@@ -48,10 +53,13 @@ enum class ResumePolicy {
 [[nodiscard]] std::string skip_reason(const std::vector<store::TrialRun>& existing,
                                       std::int64_t repeat, ResumePolicy policy);
 
-/// Trial identity: SHA-256 over the resolved-config hash and the SHA-256 of
-/// every plugin library the trial uses (kind:name:sha256, sorted), so a
-/// rebuilt plugin makes a new trial.
+/// Trial identity: SHA-256 over the resolved-config hash, the SHA-256 of
+/// every plugin library the trial uses (kind:name:sha256, sorted) and the
+/// hash of the environment fingerprint that joins the identity
+/// (identity_fingerprint; empty: none), so a rebuilt plugin, an upgraded
+/// LibTorch or a changed environment variable makes a new trial.
 [[nodiscard]] std::string trial_identity(const std::string& config_hash,
-                                         const std::vector<store::PluginRecord>& plugins);
+                                         const std::vector<store::PluginRecord>& plugins,
+                                         const std::string& environment_hash = {});
 
 }  // namespace runner

@@ -32,10 +32,15 @@ void load_plugins(PluginHost& host, const std::vector<std::filesystem::path>& ex
 
 /// An experiment checked from end to end, ready to plan and run.
 struct PreparedExperiment {
+  std::filesystem::path file;                              ///< the experiment file as given
+  std::vector<std::string> set_overrides;                  ///< --set arguments, as given
+  PluginSearch search;                                     ///< where plugins came from
   std::unique_ptr<PluginHost> host;
   std::vector<Trial> trials;                               ///< expansion order
   std::vector<std::vector<store::PluginRecord>> plugins;   ///< per trial
   std::vector<std::string> identities;                     ///< per trial
+  /// Per trial: the environment fingerprint in its identity (canonical JSON).
+  std::vector<std::string> environments;
   std::map<std::string, std::string> devices;              ///< device.type -> resolved ("cpu", "cuda")
   std::vector<std::string> warnings;                       ///< for the user, nothing failed
 
@@ -54,6 +59,12 @@ struct PreparedExperiment {
 /// The plugin libraries a trial uses, as recorded with its runs.
 [[nodiscard]] std::vector<store::PluginRecord> plugin_records(const PluginHost& host,
                                                               const Experiment& experiment);
+
+/// The environment fingerprint of a trial's identity (identity_fingerprint):
+/// the CPUs it binds to (else those runner may use) and its [env];
+/// `gpu_fields` for a CUDA trial.
+[[nodiscard]] std::string trial_environment(const Experiment& experiment,
+                                            const std::map<std::string, std::string>& gpu_fields);
 
 /// "trial 3" or "trial 3 (optimizer.lr=0.1)".
 [[nodiscard]] std::string trial_name(const Trial& trial);

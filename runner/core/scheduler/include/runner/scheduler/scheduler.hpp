@@ -63,18 +63,30 @@ struct SchedulerOptions {
   /// When the invocation started: the first run's time_to_first_step_s counts from here.
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   RunBody body = execute_recorded_run;
+  /// The runner executable a run whose environment differs from this
+  /// process's is executed by (see serve_fresh_run); "/proc/self/exe" is this one.
+  std::filesystem::path executable = "/proc/self/exe";
 };
 
 /// One planned run and what resume decided for it.
 struct PlannedAction {
-  PlannedRun run;
+  PlannedRun run;           ///< run.trial indexes the trials of its experiment
   std::string skip_reason;  ///< empty: it runs
+  std::size_t experiment = 0;  ///< which of the sweep's experiment files
+  /// For a run that runs while runs of the same configuration are recorded
+  /// under another identity: what changed since then ("env.OMP_NUM_THREADS:
+  /// (unset) -> 1", or that the plugin libraries did).
+  std::vector<std::string> changes;
 };
+
+/// The experiment files one invocation runs as one interleaved schedule.
+using Sweep = std::vector<const PreparedExperiment*>;
 
 /// What the scheduler is about to do (reported once, before the first run).
 struct SweepPlan {
-  std::size_t trials = 0;
-  std::int64_t repeats = 0;
+  std::size_t trials = 0;              ///< of every experiment file
+  std::int64_t repeats = 0;            ///< the most of any experiment file
+  std::size_t experiments = 1;         ///< experiment files in the schedule
   std::size_t to_run = 0;
   std::size_t skipped = 0;             ///< already done (resume)
   std::int64_t marked_interrupted = 0; ///< runs left "running" by a runner that is gone
@@ -132,6 +144,10 @@ class RunObserver {
 /// read from `db` without writing (a missing file: nothing exists yet).
 [[nodiscard]] std::vector<PlannedAction> plan_sweep(const PreparedExperiment& experiment,
                                                     const SchedulerOptions& options);
+/// The same for several experiment files, interleaved as one schedule (the
+/// trial order of the first file's seed when shuffled).
+[[nodiscard]] std::vector<PlannedAction> plan_sweep(const Sweep& sweep,
+                                                    const SchedulerOptions& options);
 
 /// Runs the sweep: records the experiment and its trials, marks runs orphaned
 /// by a dead runner interrupted, then runs every planned run not already done,
@@ -139,6 +155,23 @@ class RunObserver {
 /// failure policy. Throws runner::Error when the store cannot be written.
 SweepResult run_sweep(const PreparedExperiment& experiment, const SchedulerOptions& options,
                       RunObserver& observer);
+/// Several experiment files as one schedule (A1 B1 A2 B2 ...), each recorded
+/// under its own experiment, so that a comparison across files is fair.
+SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options, RunObserver& observer);
+
+/// Why a trial's run process cannot be a fork of this process: the [env]
+/// variables whose value differs from this process's, and an allocator to
+/// preload ("[env] OMP_NUM_THREADS", "allocator jemalloc"). Empty: a fork will do.
+[[nodiscard]] std::vector<std::string> fresh_process_reasons(const Experiment& experiment);
+
+/// The body of `runner __run-fresh REQUEST REASON LINES` (not a user command):
+/// a run process started by exec instead of fork, because its environment
+/// must differ from the runner's. Reads its request from the file descriptor
+/// REQUEST, prepares the experiment again (refusing it if its identity
+/// changed), runs and records the run as a forked run process does, writes a
+/// failure it cannot record to REASON and progress lines to LINES. Returns
+/// the process's exit code.
+[[nodiscard]] int serve_fresh_run(int request_fd, int reason_fd, int line_fd);
 
 /// Runs left "running" by a runner process of this host that no longer
 /// exists are finished as "interrupted" now (resume reruns them). Returns how many.
