@@ -2,6 +2,8 @@
 // bootstrap confidence interval, a Mann-Whitney U test and a verdict, after
 // the fingerprint diff of the two sides. A regression gate for CI.
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -229,6 +231,54 @@ std::vector<double> values_of(const Side& side, const std::string& metric) {
   return out;
 }
 
+// Seconds since the epoch of an ISO-8601 UTC time as the store writes it
+// ("2026-11-26T10:45:10.850Z"); nullopt when it is not of that form.
+std::optional<double> epoch_seconds(const std::string& iso) {
+  std::tm tm{};
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0;
+  double second = 0;
+  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%lfZ", &year, &month, &day, &hour, &minute,
+                  &second) != 6)
+    return std::nullopt;
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  return static_cast<double>(::timegm(&tm)) + second;
+}
+
+// Per-run values of a metric with the run's start time, for the schedule check.
+std::vector<store::TimedValue> timed_values_of(const Side& side, const std::string& metric) {
+  std::vector<store::TimedValue> out;
+  for (const auto& run : side.runs) {
+    const auto start = epoch_seconds(run.row.started_at);
+    if (!start) continue;
+    Side one;
+    one.runs.push_back(run);
+    for (double v : values_of(one, metric)) out.push_back({*start, v});
+  }
+  return out;
+}
+
+// "0.4s", "12.5s", "3m20s": run spans are often seconds.
+std::string short_duration(double seconds) {
+  if (std::abs(seconds) >= 60) return format_duration(std::abs(seconds));
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(1);
+  out << std::abs(seconds) << "s";
+  return out.str();
+}
+
+std::string signed_pct(double pct) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(1);
+  out << (pct >= 0 ? "+" : "") << pct << "%";
+  return out.str();
+}
+
 // What a metric is, for its verdict's words: a time ("faster" when B takes
 // less), a throughput, a memory peak ("smaller" when B needs less) or a
 // model's quality on held-out data ("better" when B's is better).
@@ -243,6 +293,8 @@ struct MetricSpec {
 struct Row {
   MetricSpec spec;
   store::Comparison result;
+  double margin_pct = 0;                  ///< practical-equivalence margin used
+  store::Practical practical = store::Practical::undecided;
 };
 
 std::string fmt(double v, MetricKind kind) {
@@ -251,13 +303,13 @@ std::string fmt(double v, MetricKind kind) {
   return format_number(v);
 }
 
-// The verdict in the metric's own words.
+// The verdict in the metric's own words, read against the margin.
 std::string verdict_text(const Row& row) {
-  const store::Verdict v = row.result.verdict;
-  if (v == store::Verdict::no_significant_difference || row.spec.kind == MetricKind::time ||
-      row.spec.kind == MetricKind::throughput)
-    return std::string(store::verdict_name(v));
-  const bool b_better = v == store::Verdict::faster;
+  const store::Practical v = row.practical;
+  if (v == store::Practical::equivalent || v == store::Practical::undecided ||
+      row.spec.kind == MetricKind::time || row.spec.kind == MetricKind::throughput)
+    return store::practical_name(v, row.margin_pct);
+  const bool b_better = v == store::Practical::faster;
   if (row.spec.kind == MetricKind::memory) return b_better ? "smaller" : "larger";
   return b_better ? "better" : "worse";
 }
@@ -303,6 +355,14 @@ int handle_compare(const Args& args, const Global& global) {
       throw Error("--fail-above must be a percentage >= 0, found '" + args.get("--fail-above") + "'");
     fail_above = *value;
   }
+  std::optional<double> margin;
+  if (args.has("--margin")) {
+    const std::optional<double> value = parse_double(args.get("--margin"));
+    if (!value || !(*value >= 0) || !(*value < 100))
+      throw Error("--margin must be a percentage in [0, 100), found '" + args.get("--margin") + "'",
+                  "e.g. --margin 2 calls differences within +/-2% equivalent");
+    margin = *value;
+  }
 
   // The fingerprint diff first: a difference in the environment explains more
   // than any statistic.
@@ -336,8 +396,19 @@ int handle_compare(const Args& args, const Global& global) {
   for (const MetricSpec& metric : metrics) {
     const auto va = values_of(a, metric.name), vb = values_of(b, metric.name);
     if (va.empty() || vb.empty()) continue;
-    rows.push_back({metric, store::compare_samples(va, vb, metric.direction)});
+    Row row{metric, store::compare_samples(va, vb, metric.direction)};
+    row.margin_pct = margin ? *margin : store::noise_margin_pct(row.result);
+    row.practical = store::practical_verdict(row.result, row.margin_pct);
+    rows.push_back(std::move(row));
   }
+  // When each side's runs happened: two blocks of time let machine drift
+  // between them read as an effect.
+  std::optional<store::ScheduleCheck> schedule;
+  {
+    const auto ta = timed_values_of(a, headline), tb = timed_values_of(b, headline);
+    if (!ta.empty() && !tb.empty()) schedule = store::check_schedule(ta, tb);
+  }
+  const bool blocks = schedule && schedule->separate_blocks;
   bool gate_failed = false;
   if (fail_above >= 0 && !rows.empty()) gate_failed = store::regression_beyond(rows.front().result, fail_above);
   const bool reliable = rows.empty() || rows.front().result.reliable;
@@ -364,21 +435,61 @@ int handle_compare(const Args& args, const Global& global) {
                 << ",\"ci_lower\":" << r.ratio.lower << ",\"ci_upper\":" << r.ratio.upper
                 << ",\"p_value\":" << r.test.p_value << ",\"verdict\":"
                 << json_quote(verdict_text(rows[i]))
+                << ",\"significant\":" << (r.significant ? "true" : "false")
+                << ",\"margin_pct\":" << rows[i].margin_pct
                 << ",\"reliable\":" << (r.reliable ? "true" : "false") << "}";
     }
-    std::cout << "],\"regression\":" << (gate_failed ? "true" : "false") << "}\n";
+    std::cout << "],\"schedule\":";
+    if (schedule) {
+      const auto opt = [](const std::optional<double>& v) {
+        return v ? format_number(*v) : std::string("null");
+      };
+      std::cout << "{\"interleaving\":" << schedule->interleaving
+                << ",\"separate_blocks\":" << (schedule->separate_blocks ? "true" : "false")
+                << ",\"gap_s\":" << schedule->gap_s << ",\"drift_a_pct\":"
+                << opt(schedule->drift_a_pct) << ",\"drift_b_pct\":" << opt(schedule->drift_b_pct)
+                << ",\"gap_drift_pct\":" << opt(schedule->gap_drift_pct) << "}";
+    } else {
+      std::cout << "null";
+    }
+    std::cout << ",\"regression\":" << (gate_failed ? "true" : "false") << "}\n";
   } else if (format == "csv") {
-    std::cout << "metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,verdict,reliable\n";
+    std::cout << "metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,verdict,reliable,"
+                 "margin_pct,separate_blocks\n";
     for (const auto& row : rows) {
       const auto& r = row.result;
       std::cout << row.spec.name << "," << r.n_a << "," << r.n_b << "," << r.median_a << ","
                 << r.median_b << "," << r.ratio.ratio << "," << r.ratio.lower << ","
                 << r.ratio.upper << "," << r.test.p_value << "," << verdict_text(row) << ","
-                << (r.reliable ? "true" : "false") << "\n";
+                << (r.reliable ? "true" : "false") << "," << row.margin_pct << ","
+                << (blocks ? "true" : "false") << "\n";
     }
   } else {
     std::cout << "A: " << terminal_safe(a.name) << " (" << a.runs.size() << " finished run(s))\n"
               << "B: " << terminal_safe(b.name) << " (" << b.runs.size() << " finished run(s))\n\n";
+    if (blocks) {
+      const auto& c = *schedule;
+      std::cout << "WARNING: A and B ran in separate blocks of time, not interleaved "
+                << "(interleaving " << fixed(c.interleaving, 2) << "; B's runs started "
+                << short_duration(c.gap_s) << (c.gap_s >= 0 ? " after" : " before")
+                << " A's on average): a drift of the machine between the blocks reads as an "
+                   "effect.\n";
+      if (c.drift_a_pct || c.drift_b_pct) {
+        std::cout << "  drift seen within the sides (" << headline << " trend):";
+        if (c.drift_a_pct)
+          std::cout << " A " << signed_pct(*c.drift_a_pct) << " over "
+                    << short_duration(c.span_a_s);
+        if (c.drift_b_pct)
+          std::cout << (c.drift_a_pct ? "," : "") << " B " << signed_pct(*c.drift_b_pct)
+                    << " over " << short_duration(c.span_b_s);
+        std::cout << "\n";
+      }
+      if (c.gap_drift_pct)
+        std::cout << "  that trend carried over the gap between the blocks alone would make B/A "
+                  << signed_pct(*c.gap_drift_pct) << "\n";
+      std::cout << "  run the sides interleaved instead: 'runner run A.toml B.toml' (one "
+                   "schedule, A1 B1 A2 B2 ...), or one file with a sweep, then compare\n\n";
+    }
     if (count_a > 1 || count_b > 1)
       std::cout << "note: a side spans several fingerprints; the first run's is diffed\n";
     if (diff.matters.empty()) {
@@ -408,14 +519,20 @@ int handle_compare(const Args& args, const Global& global) {
     }
     table.print(std::cout);
     std::cout << "\nper-run medians over repetitions; Mann-Whitney U (two-sided), bootstrap CI of "
-                 "the ratio of medians; significant when p < 0.05 and the CI excludes 1\n";
+                 "the ratio of medians; faster or slower only when p < 0.05 and the whole CI lies "
+                 "beyond the margin ("
+              << (margin ? "--margin " + format_number(*margin) + "%"
+                         : std::string("default: each metric's run-to-run noise, at least ") +
+                               format_number(store::kMinMarginPct) + "%")
+              << "), equivalent when it lies within it\n";
     if (!rows.empty()) {
       const auto& r = rows.front().result;
       const auto pct = [](const std::optional<double>& cv) {
         return cv ? fixed(*cv * 100, 1) + "%" : std::string("-");
       };
       std::cout << "run-to-run variation of " << rows.front().spec.name << ": A " << pct(r.cv_a)
-                << ", B " << pct(r.cv_b) << " (coefficient of variation of per-run medians)\n";
+                << ", B " << pct(r.cv_b) << " (coefficient of variation of per-run medians; robust: A "
+                << pct(r.robust_a) << ", B " << pct(r.robust_b) << ")\n";
     }
     if (!reliable) std::cout << "warning: " << store::kUnreliableMessage << "\n";
     if (fail_above >= 0)
@@ -443,6 +560,10 @@ Command compare_command() {
       {"--where", "KEY=VALUE", "with --by: only trials with this value of KEY", true},
       {"--fail-above", "PCT", "exit 1 if B is slower than A by more than PCT % (significant)",
        false},
+      {"--margin", "PCT",
+       "practical-equivalence margin: differences within +/-PCT % are not called (default: "
+       "the run-to-run noise of the two sides)",
+       false},
       {"--format", "FORMAT", "table (default), json or csv", false},
       {"--all-differences", "", "also list benign fingerprint differences", false},
   };
@@ -452,7 +573,10 @@ Command compare_command() {
       "throughput). Fewer than 5 runs per side is flagged as unreliable. --fail-above checks\n"
       "the headline metric (step_time, or latency for inference): the whole confidence\n"
       "interval must lie beyond the threshold, so it fires reliably only on regressions\n"
-      "clearly larger than PCT (see docs/method.md).";
+      "clearly larger than PCT (see docs/method.md). A verdict says faster or slower only when\n"
+      "the whole interval lies beyond the margin, 'equivalent within +/-X%' when it lies inside,\n"
+      "and 'undecided' otherwise. Sides that ran in separate blocks of time, not interleaved,\n"
+      "are flagged with the drift visible within them.";
   return {def, &handle_compare};
 }
 

@@ -175,6 +175,15 @@ double percentile(std::vector<double> values, double q) {
   return percentile_sorted(values, q);
 }
 
+std::optional<double> robust_variation(const std::vector<double>& values) {
+  if (values.size() < 2) return std::nullopt;
+  const double mid = median(values);
+  if (mid == 0) return std::nullopt;
+  std::vector<double> deviations;
+  for (double v : values) deviations.push_back(std::abs(v - mid));
+  return 1.4826 * median(deviations) / std::abs(mid);
+}
+
 std::optional<double> coefficient_of_variation(const std::vector<double>& values) {
   if (values.size() < 2) return std::nullopt;
   const double n = static_cast<double>(values.size());
@@ -297,6 +306,8 @@ Comparison compare_samples(const std::vector<double>& a, const std::vector<doubl
   c.median_b = median(b);
   c.cv_a = coefficient_of_variation(a);
   c.cv_b = coefficient_of_variation(b);
+  c.robust_a = robust_variation(a);
+  c.robust_b = robust_variation(b);
   // Both the rank test and the effect size must agree that there is a
   // difference: the test alone can flag a shift too small to be a ratio away
   // from 1, and the interval alone is too narrow with few runs (the percentile
@@ -321,6 +332,113 @@ bool regression_beyond(const Comparison& result, double pct) {
     throw Error("regression threshold of a higher-is-better metric must be below 100 percent, got " +
                 num(pct));
   return result.ratio.upper < 1 - pct / 100;
+}
+
+double noise_margin_pct(const Comparison& c) {
+  const double a = c.robust_a.value_or(0), b = c.robust_b.value_or(0);
+  return std::max(kMinMarginPct, 100 * std::sqrt((a * a + b * b) / 2));
+}
+
+Practical practical_verdict(const Comparison& c, double margin_pct) {
+  if (!(margin_pct >= 0)) throw Error("the margin must be at least 0 percent, got " + num(margin_pct));
+  const double m = margin_pct / 100;
+  const double lo = c.ratio.lower, hi = c.ratio.upper;
+  if (c.significant) {
+    const bool above = lo > 1 + m, below = hi < 1 - m;  // B's values beyond the margin
+    if (above || below) {
+      const bool b_better = c.direction == Direction::lower_is_better ? below : above;
+      return b_better ? Practical::faster : Practical::slower;
+    }
+  }
+  if (lo >= 1 - m && hi <= 1 + m) return Practical::equivalent;
+  return Practical::undecided;
+}
+
+std::string practical_name(Practical verdict, double margin_pct) {
+  std::ostringstream pct;
+  pct.setf(std::ios::fixed);
+  pct.precision(1);
+  pct << margin_pct;
+  switch (verdict) {
+    case Practical::faster: return "faster";
+    case Practical::slower: return "slower";
+    case Practical::equivalent: return "equivalent within +/-" + pct.str() + "%";
+    case Practical::undecided: break;
+  }
+  return "undecided (CI crosses +/-" + pct.str() + "%)";
+}
+
+namespace {
+
+// Least-squares slope of value / median over start time, per second, with the
+// sums a pooled slope needs.
+struct Trend {
+  double sxy = 0, sxx = 0, mean_t = 0;
+  [[nodiscard]] std::optional<double> slope() const {
+    return sxx > 0 ? std::optional<double>(sxy / sxx) : std::nullopt;
+  }
+};
+
+Trend trend_of(const std::vector<TimedValue>& side) {
+  std::vector<double> values;
+  for (const auto& v : side) values.push_back(v.value);
+  const double mid = median(values);
+  Trend t;
+  double mean_y = 0;
+  for (const auto& v : side) {
+    t.mean_t += v.start_s;
+    mean_y += v.value / mid;
+  }
+  t.mean_t /= static_cast<double>(side.size());
+  mean_y /= static_cast<double>(side.size());
+  for (const auto& v : side) {
+    t.sxy += (v.start_s - t.mean_t) * (v.value / mid - mean_y);
+    t.sxx += (v.start_s - t.mean_t) * (v.start_s - t.mean_t);
+  }
+  return t;
+}
+
+std::pair<double, double> span_of(const std::vector<TimedValue>& side) {
+  double first = side.front().start_s, last = first;
+  for (const auto& v : side) {
+    first = std::min(first, v.start_s);
+    last = std::max(last, v.start_s);
+  }
+  return {first, last};
+}
+
+}  // namespace
+
+ScheduleCheck check_schedule(const std::vector<TimedValue>& a, const std::vector<TimedValue>& b) {
+  if (a.empty() || b.empty()) throw Error("check_schedule: each side needs at least one run");
+  ScheduleCheck check;
+  std::vector<std::pair<double, int>> order;
+  for (const auto& v : a) order.emplace_back(v.start_s, 0);
+  for (const auto& v : b) order.emplace_back(v.start_s, 1);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  check.segments = 1;
+  for (std::size_t i = 1; i < order.size(); ++i)
+    if (order[i].second != order[i - 1].second) ++check.segments;
+  const std::size_t small = std::min(a.size(), b.size());
+  const std::size_t most = 2 * small + (a.size() != b.size() ? 1 : 0);
+  check.interleaving =
+      most <= 2 ? 1.0
+                : static_cast<double>(check.segments - 2) / static_cast<double>(most - 2);
+  check.separate_blocks = check.interleaving < kInterleavedEnough;
+  const auto [a_first, a_last] = span_of(a);
+  const auto [b_first, b_last] = span_of(b);
+  check.span_a_s = a_last - a_first;
+  check.span_b_s = b_last - b_first;
+  const Trend ta = trend_of(a), tb = trend_of(b);
+  check.gap_s = tb.mean_t - ta.mean_t;
+  if (a.size() >= 3)
+    if (const auto slope = ta.slope()) check.drift_a_pct = 100 * *slope * check.span_a_s;
+  if (b.size() >= 3)
+    if (const auto slope = tb.slope()) check.drift_b_pct = 100 * *slope * check.span_b_s;
+  if (a.size() >= 3 && b.size() >= 3 && ta.sxx + tb.sxx > 0)
+    check.gap_drift_pct = 100 * (ta.sxy + tb.sxy) / (ta.sxx + tb.sxx) * check.gap_s;
+  return check;
 }
 
 bool fingerprint_key_matters(std::string_view key) {

@@ -26,6 +26,11 @@ namespace runner::store {
 /// Sample standard deviation (n - 1) over the mean; nullopt when undefined (fewer than 2 values or a zero mean).
 [[nodiscard]] std::optional<double> coefficient_of_variation(const std::vector<double>& values);
 
+/// The robust counterpart: 1.4826 x the median absolute deviation over the
+/// median (equal to the CV for normal data; one outlying run barely moves
+/// it); nullopt for fewer than 2 values or a zero median.
+[[nodiscard]] std::optional<double> robust_variation(const std::vector<double>& values);
+
 // --- Mann-Whitney U -------------------------------------------------------------
 
 /// Both samples at most this size and no tied values: the exact distribution of U is used.
@@ -101,6 +106,8 @@ struct Comparison {
   double median_b = 0;                  ///< Median of side B.
   std::optional<double> cv_a;           ///< Coefficient of variation of side A (nullopt if undefined).
   std::optional<double> cv_b;           ///< Coefficient of variation of side B (nullopt if undefined).
+  std::optional<double> robust_a;       ///< robust_variation of side A.
+  std::optional<double> robust_b;       ///< robust_variation of side B.
   RatioInterval ratio;                  ///< median(B) / median(A) with its bootstrap interval.
   MannWhitney test;                     ///< Mann-Whitney U test of A against B.
   double alpha = 0.05;                  ///< Significance level used.
@@ -116,6 +123,75 @@ struct Comparison {
 
 /// True when B is significantly slower than A by more than pct percent: time ratio.lower > 1 + pct/100, throughput ratio.upper < 1 - pct/100. Throws runner::Error if pct < 0 (or >= 100 for throughput).
 [[nodiscard]] bool regression_beyond(const Comparison& result, double pct);
+
+// --- practical equivalence -------------------------------------------------------
+
+/// The smallest default margin, in percent: below it a difference is never
+/// called, however quiet the runs.
+inline constexpr double kMinMarginPct = 0.5;
+
+/// The default practical-equivalence margin of a comparison, in percent: the
+/// measured run-to-run noise of its two sides, sqrt((r_a^2 + r_b^2) / 2)
+/// with r the robust_variation of each side's per-run values, at least
+/// kMinMarginPct. A difference smaller than what repeated runs of the same
+/// thing vary by is not one worth calling; the robust spread keeps a single
+/// disturbed run from widening the margin.
+[[nodiscard]] double noise_margin_pct(const Comparison& c);
+
+/// A comparison read against a margin of practical equivalence.
+enum class Practical {
+  faster,      ///< significant, and the whole interval is better than the margin
+  slower,      ///< significant, and the whole interval is worse than the margin
+  equivalent,  ///< the whole interval lies within +-margin
+  undecided,   ///< the interval crosses the margin: neither shown different nor equivalent
+};
+
+/// The verdict of `c` with margin `margin_pct` (>= 0): B is faster or slower
+/// only when c is significant and its whole interval lies beyond 1 -+ margin
+/// on that side; equivalent when the interval lies within [1 - m, 1 + m].
+/// Throws runner::Error for a negative margin.
+[[nodiscard]] Practical practical_verdict(const Comparison& c, double margin_pct);
+
+/// "faster", "slower", "equivalent within +-1.2%" or "undecided (CI crosses +-1.2%)".
+[[nodiscard]] std::string practical_name(Practical verdict, double margin_pct);
+
+// --- schedule -------------------------------------------------------------------
+
+/// One run's value and when it started (seconds on any common clock).
+struct TimedValue {
+  double start_s = 0;
+  double value = 0;
+};
+
+/// How the runs of two sides were laid out in time, and the drift visible
+/// within each side, for a warning when the sides ran in separate blocks
+/// (a drift of the machine between the blocks then reads as an effect).
+struct ScheduleCheck {
+  /// Maximal stretches of one side in start order: 2 for two blocks, up to
+  /// n_a + n_b for perfect alternation.
+  std::size_t segments = 0;
+  /// (segments - 2) / (most possible - 2): 0 for separate blocks, 1 for
+  /// perfect alternation (1 when a side has a single run).
+  double interleaving = 1;
+  /// interleaving < kInterleavedEnough: the comparison mostly spans time.
+  bool separate_blocks = false;
+  double span_a_s = 0, span_b_s = 0;   ///< first to last start of each side
+  double gap_s = 0;                    ///< from A's mean start time to B's
+  /// Least-squares trend of each side's values over its own span, in percent
+  /// of its median (at least 3 runs).
+  std::optional<double> drift_a_pct, drift_b_pct;
+  /// The trend within the sides (pooled slope) carried over the gap between
+  /// them, in percent of A's median: the part of B/A that drift alone would
+  /// explain if it went on between the blocks.
+  std::optional<double> gap_drift_pct;
+};
+
+/// Below this interleaving, sides count as run in separate blocks.
+inline constexpr double kInterleavedEnough = 0.5;
+
+/// Lays the runs of both sides out in time. Throws runner::Error on an empty side.
+[[nodiscard]] ScheduleCheck check_schedule(const std::vector<TimedValue>& a,
+                                           const std::vector<TimedValue>& b);
 
 // --- fingerprint diff -----------------------------------------------------------
 
