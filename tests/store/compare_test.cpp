@@ -664,3 +664,127 @@ TEST(Simulation, DISABLED_PowerCurve) {
 }
 
 }  // namespace
+
+// --- practical equivalence and the schedule check ----------------------------------
+
+namespace {
+
+using runner::store::check_schedule;
+using runner::store::noise_margin_pct;
+using runner::store::Practical;
+using runner::store::practical_name;
+using runner::store::practical_verdict;
+using runner::store::robust_variation;
+using runner::store::TimedValue;
+
+// A comparison with a given interval, for the verdict rule alone.
+Comparison with_interval(double lower, double upper, bool significant, Direction direction) {
+  Comparison c;
+  c.direction = direction;
+  c.ratio.lower = lower;
+  c.ratio.upper = upper;
+  c.ratio.ratio = (lower + upper) / 2;
+  c.significant = significant;
+  return c;
+}
+
+}  // namespace
+
+TEST(PracticalVerdict, CallsADifferenceOnlyBeyondTheMargin) {
+  const auto time = Direction::lower_is_better;
+  const auto tput = Direction::higher_is_better;
+  // Significant and the whole interval beyond 1 + 2 %: slower (time), faster (throughput).
+  EXPECT_EQ(practical_verdict(with_interval(1.03, 1.08, true, time), 2), Practical::slower);
+  EXPECT_EQ(practical_verdict(with_interval(1.03, 1.08, true, tput), 2), Practical::faster);
+  EXPECT_EQ(practical_verdict(with_interval(0.90, 0.97, true, time), 2), Practical::faster);
+  // Significant, but the interval reaches into the margin: not called.
+  EXPECT_EQ(practical_verdict(with_interval(1.005, 1.03, true, time), 2), Practical::undecided);
+  // Significant and small: equivalent within the margin.
+  EXPECT_EQ(practical_verdict(with_interval(1.004, 1.012, true, time), 2), Practical::equivalent);
+  // Not significant: never faster or slower, however far the interval reaches.
+  EXPECT_EQ(practical_verdict(with_interval(1.03, 1.08, false, time), 2), Practical::undecided);
+  EXPECT_EQ(practical_verdict(with_interval(0.99, 1.01, false, time), 2), Practical::equivalent);
+  EXPECT_EQ(practical_verdict(with_interval(0.8, 1.3, false, time), 2), Practical::undecided);
+  // A margin of 0 is the statistical verdict.
+  EXPECT_EQ(practical_verdict(with_interval(1.001, 1.002, true, time), 0), Practical::slower);
+  EXPECT_THROW_MSG(static_cast<void>(practical_verdict(with_interval(1, 1, false, time), -1)), Error,
+                   "the margin must be at least 0 percent, got -1");
+}
+
+TEST(PracticalVerdict, NamesTheMargin) {
+  EXPECT_EQ(practical_name(Practical::equivalent, 1.25), "equivalent within +/-1.2%");
+  EXPECT_EQ(practical_name(Practical::undecided, 3), "undecided (CI crosses +/-3.0%)");
+  EXPECT_EQ(practical_name(Practical::slower, 3), "slower");
+}
+
+TEST(PracticalVerdict, TheDefaultMarginIsTheRobustNoiseOfBothSides) {
+  // One disturbed run moves the CV a lot and the robust spread little.
+  const std::vector<double> steady{100, 101, 99, 100, 102, 98};
+  std::vector<double> disturbed = steady;
+  disturbed[2] = 140;
+  EXPECT_GT(*runner::store::coefficient_of_variation(disturbed), 0.14);
+  EXPECT_LT(*robust_variation(disturbed), 0.025);
+  EXPECT_NEAR(*robust_variation(steady), 1.4826 * 1.0 / 100.0, 1e-12);
+  const Comparison c = compare_samples(steady, disturbed, Direction::lower_is_better);
+  const double ra = *c.robust_a, rb = *c.robust_b;
+  EXPECT_NEAR(noise_margin_pct(c), 100 * std::sqrt((ra * ra + rb * rb) / 2), 1e-12);
+  // Identical runs: the floor.
+  const std::vector<double> flat(6, 5.0);
+  EXPECT_EQ(noise_margin_pct(compare_samples(flat, flat, Direction::lower_is_better)),
+            runner::store::kMinMarginPct);
+  EXPECT_FALSE(robust_variation({1.0}).has_value());
+}
+
+TEST(ScheduleCheck, TellsBlocksFromInterleavedRuns) {
+  std::vector<TimedValue> a, b;
+  for (int i = 0; i < 6; ++i) {
+    a.push_back({static_cast<double>(i), 100});
+    b.push_back({static_cast<double>(10 + i), 100});
+  }
+  auto check = check_schedule(a, b);
+  EXPECT_EQ(check.segments, 2u);
+  EXPECT_EQ(check.interleaving, 0);
+  EXPECT_TRUE(check.separate_blocks);
+  EXPECT_DOUBLE_EQ(check.gap_s, 10);
+  // A1 B1 A2 B2 ...: perfectly interleaved.
+  for (int i = 0; i < 6; ++i) b[i].start_s = i + 0.5;
+  check = check_schedule(a, b);
+  EXPECT_EQ(check.segments, 12u);
+  EXPECT_EQ(check.interleaving, 1);
+  EXPECT_FALSE(check.separate_blocks);
+  // Half alternating, then each side in a block: a0 b0 a1 b1 a2 b2 | a3-a5 | b3-b5,
+  // 8 segments of at most 12: (8 - 2) / (12 - 2).
+  for (int i = 3; i < 6; ++i) b[i].start_s = 20 + i;
+  check = check_schedule(a, b);
+  EXPECT_EQ(check.segments, 8u);
+  EXPECT_DOUBLE_EQ(check.interleaving, 0.6);
+  EXPECT_FALSE(check.separate_blocks);
+  // Two alternations, then blocks: (4 - 2) / 10 is mostly separate.
+  for (int i = 1; i < 6; ++i) b[i].start_s = 20 + i;
+  check = check_schedule(a, b);
+  EXPECT_EQ(check.segments, 4u);
+  EXPECT_TRUE(check.separate_blocks);
+  EXPECT_THROW_MSG(static_cast<void>(check_schedule({}, b)), Error,
+                   "check_schedule: each side needs at least one run");
+}
+
+TEST(ScheduleCheck, MeasuresTheDriftWithinTheSidesAndCarriesItOverTheGap) {
+  // The machine slows by 1 % per second: A runs at t = 0..5, B at t = 10..15,
+  // the same code. Within each side the trend is +5 % over its 5 s; carried
+  // over the 10 s between the blocks' centres it makes B/A about +10 %.
+  std::vector<TimedValue> a, b;
+  for (int i = 0; i < 6; ++i) {
+    a.push_back({static_cast<double>(i), 100 * (1 + 0.01 * i)});
+    b.push_back({static_cast<double>(10 + i), 100 * (1 + 0.01 * (10 + i))});
+  }
+  const auto check = check_schedule(a, b);
+  ASSERT_TRUE(check.drift_a_pct && check.drift_b_pct && check.gap_drift_pct);
+  EXPECT_NEAR(*check.drift_a_pct, 5.0 * 100 / 102.5, 0.1);  // relative to A's median
+  EXPECT_NEAR(*check.drift_b_pct, 5.0 * 100 / 112.5, 0.1);
+  EXPECT_NEAR(*check.gap_drift_pct, 10 * (100 / 102.5 + 100 / 112.5) / 2, 0.5);
+  EXPECT_DOUBLE_EQ(check.span_a_s, 5);
+  // Fewer than 3 runs a side: no trend is claimed.
+  const auto few = check_schedule({a[0], a[1]}, {b[0], b[1]});
+  EXPECT_FALSE(few.drift_a_pct.has_value());
+  EXPECT_FALSE(few.gap_drift_pct.has_value());
+}

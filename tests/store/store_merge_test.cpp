@@ -344,6 +344,19 @@ TEST_F(StoreTest, MergeFillsAMissingLabel) {
             "t=t1");
 }
 
+TEST_F(StoreTest, MergeCarriesATrialsEnvironment) {
+  const fs::path a = dir_ / "a.db";
+  {
+    Store shard = Store::open(a);
+    const std::int64_t e = shard.upsert_experiment("env", "", "[experiment]\n");
+    static_cast<void>(shard.upsert_trial(e, R"({"t":"t1"})", "h-t1", "t1", "", R"({"cpu.model":"x"})"));
+  }
+  Store all = Store::open(db_path_);
+  static_cast<void>(all.merge_from(a));
+  EXPECT_EQ(query_text(handle(all), "SELECT environment FROM trials WHERE identity = 't1'"),
+            R"({"cpu.model":"x"})");
+}
+
 TEST_F(StoreTest, MergeOfManySamplesIsQuick) {
   const fs::path a = dir_ / "a.db";
   write_shard(a, {{"t1", "t2"}, "fp-a", 5, 10000});  // 10 runs x 10,000 steps

@@ -227,6 +227,36 @@ TEST_F(StoreTest, DeletingAnExperimentCascades) {
 
 // --- trial identity ---------------------------------------------------------
 
+TEST_F(StoreTest, TrialsKeepTheEnvironmentOfTheirIdentity) {
+  Store store = Store::open(db_path_);
+  const std::int64_t e = store.upsert_experiment("env", "", "text");
+  // Two environments of one configuration: two trials, newest run first.
+  const std::int64_t t1 =
+      store.upsert_trial(e, R"({"lr":1})", "h1", "id-env1", "", R"({"env.OMP_NUM_THREADS":"1"})");
+  const std::int64_t t2 =
+      store.upsert_trial(e, R"({"lr":1})", "h1", "id-env2", "", R"({"env.OMP_NUM_THREADS":"2"})");
+  // The first environment written stays; a trial recorded without one gets one.
+  EXPECT_EQ(store.upsert_trial(e, R"({"lr":1})", "h1", "id-env1", "", R"({"other":"x"})"), t1);
+  const std::int64_t t3 = store.upsert_trial(e, R"({"lr":1})", "h1", "id-none", "");
+  EXPECT_EQ(store.upsert_trial(e, R"({"lr":1})", "h1", "id-none", "", R"({"late":"1"})"), t3);
+  // Only trials with runs count, and the one run last comes first.
+  EXPECT_TRUE(store.environments_of_config("h1").empty());
+  Ids ids;
+  ids.trial = t2;
+  static_cast<void>(begin(store, ids));
+  ids.trial = t1;
+  static_cast<void>(begin(store, ids));
+  const auto recorded = store.environments_of_config("h1");
+  ASSERT_EQ(recorded.size(), 2u);
+  EXPECT_EQ(recorded[0], std::make_pair(std::string("id-env1"),
+                                        std::string(R"({"env.OMP_NUM_THREADS":"1"})")));
+  EXPECT_EQ(recorded[1].first, "id-env2");
+  EXPECT_TRUE(store.environments_of_config("h2").empty());
+  EXPECT_EQ(query_text(handle(store), "SELECT environment FROM trials WHERE id = " +
+                                          std::to_string(t3)),
+            R"({"late":"1"})");
+}
+
 TEST_F(StoreTest, TrialIdentityIncludesPluginHashesAndKeepsItsLabel) {
   Store store = Store::open(db_path_);
   const std::int64_t e = store.upsert_experiment("amp", "", "text");

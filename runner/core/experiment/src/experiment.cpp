@@ -449,12 +449,10 @@ void ParsedExperiment::check_runtime(Experiment& e) const {
                   "' are the same setting; set it once",
               std::string("remove one of them (runtime.") + key + " is the documented place)");
   RuntimeSettings& r = e.runtime;
-  if (r.allocator != "system" && !find_allocator_library(r.allocator))
-    fail_at("runtime.allocator",
-            "runtime.allocator = \"" + r.allocator + "\" needs " + allocator_soname(r.allocator) +
-                ", which is not installed",
-            "install the Debian package " + allocator_package(r.allocator) + " (apt-get install " +
-                allocator_package(r.allocator) + "; 'scripts/dev setup' installs it)");
+  if (r.allocator != "system" && !find_allocator_library(r.allocator)) {
+    const auto [message, hint] = allocator_missing(r.allocator);
+    fail_at("runtime.allocator", message, hint);
+  }
   const std::vector<int> allowed = allowed_cpus();
   std::vector<int> cpus;
   if (!r.cpu_affinity.empty()) {

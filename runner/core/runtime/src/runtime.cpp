@@ -86,8 +86,6 @@ std::string allocator_soname(const std::string& name) {
 }
 
 std::optional<fs::path> find_allocator_library(const std::string& name) {
-  const std::string soname = allocator_soname(name);
-  if (soname.empty()) return std::nullopt;
   // The folders Debian's dynamic linker searches, multiarch first.
   std::vector<fs::path> folders;
 #if defined(__x86_64__)
@@ -99,12 +97,27 @@ std::optional<fs::path> find_allocator_library(const std::string& name) {
 #endif
   for (const char* f : {"/usr/local/lib", "/usr/lib64", "/usr/lib", "/lib64", "/lib"})
     folders.emplace_back(f);
+  return find_allocator_library(name, folders);
+}
+
+std::optional<fs::path> find_allocator_library(const std::string& name,
+                                               const std::vector<fs::path>& folders) {
+  const std::string soname = allocator_soname(name);
+  if (soname.empty()) return std::nullopt;
   for (const auto& folder : folders) {
     std::error_code ec;
     const fs::path candidate = folder / soname;
     if (fs::is_regular_file(candidate, ec)) return candidate;
   }
   return std::nullopt;
+}
+
+std::pair<std::string, std::string> allocator_missing(const std::string& name) {
+  const std::string package = allocator_package(name);
+  return {"runtime.allocator = \"" + name + "\" needs " + allocator_soname(name) +
+              ", which is not installed",
+          "install the Debian package " + package + " (apt-get install " + package +
+              "; 'scripts/dev setup' installs it)"};
 }
 
 std::vector<int> parse_cpu_list(std::string_view text) {
@@ -271,11 +284,10 @@ std::vector<std::string> fresh_process_environment(const std::map<std::string, s
   for (const auto& [name, value] : env) all[name] = value;
   if (allocator != "system") {
     const auto library = find_allocator_library(allocator);
-    if (!library)
-      throw input_error("allocator \"" + allocator + "\" is not installed (no " +
-                            allocator_soname(allocator) + ")",
-                        "install the Debian package " + allocator_package(allocator) +
-                            " (apt-get install " + allocator_package(allocator) + ")");
+    if (!library) {
+      const auto [message, hint] = allocator_missing(allocator);
+      throw input_error(message, hint);
+    }
     const auto it = all.find("LD_PRELOAD");
     all["LD_PRELOAD"] = library->string() +
                         (it == all.end() || it->second.empty() ? "" : " " + it->second);

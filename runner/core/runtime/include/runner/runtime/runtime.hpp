@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace runner {
@@ -28,6 +29,13 @@ namespace runner {
 /// library folders that holds its soname; nullopt when none does (and for
 /// "system", which preloads nothing).
 [[nodiscard]] std::optional<std::filesystem::path> find_allocator_library(const std::string& name);
+/// The same, searching `folders` only.
+[[nodiscard]] std::optional<std::filesystem::path> find_allocator_library(
+    const std::string& name, const std::vector<std::filesystem::path>& folders);
+
+/// "runtime.allocator = \"jemalloc\" needs libjemalloc.so.2, which is not
+/// installed" and its hint (the package and how to install it).
+[[nodiscard]] std::pair<std::string, std::string> allocator_missing(const std::string& name);
 
 /// A CPU list as the kernel writes them ("0-3,8,10-11"): sorted, unique CPU
 /// numbers. Throws runner::Error (input) naming what is wrong with `text`.
