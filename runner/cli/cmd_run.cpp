@@ -185,7 +185,9 @@ class PrintingObserver final : public RunObserver {
     }
     std::size_t trials = 0;
     for (const PreparedExperiment* p : sweep_) trials += p->trials.size();
-    std::cout << "\n" << experiment_names() << " (" << to_string(sweep_.front()->first().kind)
+    std::vector<std::string> names;
+    for (const PreparedExperiment* p : sweep_) names.push_back(p->first().name);
+    std::cout << "\n" << join(names, ", ") << " (" << to_string(sweep_.front()->first().kind)
               << ", " << trials << " trial(s), " << result.done << " run(s) now, "
               << result.skipped << " skipped as done)\n";
     if (!table_.empty()) table_.print(std::cout);

@@ -166,7 +166,7 @@ TEST_F(BadInputTest, UnknownSectionSuggestsTheClosestOne) {
   expect_rejected("run " + file.string(),
                   "error: " + file.string() +
                       ":24:1: unknown section [modle]; did you mean [model]?\n"
-                      "hint: known sections: experiment, device, model, data, optimizer, "
+                      "hint: known sections: experiment, device, runtime, env, model, data, optimizer, "
                       "train, schedule, infer, eval, distributed, comm_hook, plugins, sweep, "
                       "trial\n");
 }
@@ -325,7 +325,7 @@ TEST_F(CliTest, UsageErrorsAndHelp) {
                    "hint: run 'runner run --help' for usage\n");
   r = runner("run");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "error: runner run: missing FILE\nhint: usage: runner run FILE [options]\n");
+  EXPECT_EQ(r.err, "error: runner run: missing FILE\nhint: usage: runner run FILE [FILE...] [options]\n");
 }
 
 TEST_F(CliTest, PluginsListAndDescribe) {

@@ -97,7 +97,7 @@ TEST_F(CompareCliTest, RegressionGateAndFormats) {
   r = run("compare experiment:slowdown --by model.delay_us --format csv");
   ASSERT_EQ(r.code, 0);
   EXPECT_EQ(r.out.rfind("metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,"
-                        "verdict,reliable\nstep_time,10,10,",
+                        "verdict,reliable,margin_pct,separate_blocks\nstep_time,10,10,",
                         0),
             0u)
       << r.out;
@@ -208,7 +208,7 @@ TEST_F(CompareTradeTest, MemoryAndQualityAreComparedBesideTime) {
   ASSERT_EQ(csv.code, 0) << csv.err;
   EXPECT_NE(csv.out.find("\npeak_cpu_alloc_bytes,5,5,2.00002e+08,1.00002e+08,"), std::string::npos)
       << csv.out;
-  EXPECT_NE(csv.out.find(",smaller,true\n"), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find(",smaller,true,"), std::string::npos) << csv.out;
   const Result json = compare("json");
   ASSERT_EQ(json.code, 0) << json.err;
   EXPECT_NE(json.out.find("\"metric\":\"eval_accuracy\",\"n_a\":5,\"n_b\":5"), std::string::npos)

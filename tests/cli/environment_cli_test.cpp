@@ -56,6 +56,9 @@ class ScopedEnv {
 };
 
 TEST_F(EnvironmentCliTest, AFreshProcessGetsTheEnvironmentAndProvesIt) {
+  if (!runner::allocator_preload_possible())
+    GTEST_SKIP() << "an AddressSanitizer build cannot preload an allocator (tested in "
+                    "EnvironmentKeysTest.InstalledAllocatorsAreAccepted)";
   const std::vector<int> cpus = runner::allowed_cpus();
   const std::string cpu = std::to_string(cpus.back());
   const fs::path file = experiment(

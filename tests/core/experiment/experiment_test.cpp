@@ -27,7 +27,7 @@ using test::kOptimizer;
 class ExperimentTest : public test::ExperimentFixture {};
 
 const char* const kKnownSections =
-    "known sections: experiment, device, model, data, optimizer, train, schedule, infer, eval, distributed, "
+    "known sections: experiment, device, runtime, env, model, data, optimizer, train, schedule, infer, eval, distributed, "
     "comm_hook, plugins, sweep, trial";
 
 // --- happy paths ---------------------------------------------------------------

@@ -106,7 +106,7 @@ TEST_F(OverridesTest, UnknownKey) {
   EXPECT_EQ(std::string(section.what()),
             "--set trian.steps=5: unknown key 'trian.steps'; did you mean 'train.steps'?");
   EXPECT_EQ(section.hint(),
-            "a key is written section.key, e.g. train.steps; known sections: experiment, device, "
+            "a key is written section.key, e.g. train.steps; known sections: experiment, device, runtime, env, "
             "model, data, optimizer, train, schedule, infer, eval, distributed, comm_hook, plugins");
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"steps=5"})), Error,
                    "--set steps=5: unknown key 'steps'");

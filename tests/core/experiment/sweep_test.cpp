@@ -260,7 +260,7 @@ TEST_F(SweepTest, UnknownKey) {
   const Error section = expand_error(kMinimal + "[sweep]\n\"steps\" = [1]\n");
   EXPECT_EQ(std::string(section.what()), at(9, 1) + "unknown key 'steps' in [sweep]");
   EXPECT_EQ(section.hint(),
-            "a key is written section.key, e.g. train.steps; known sections: experiment, device, "
+            "a key is written section.key, e.g. train.steps; known sections: experiment, device, runtime, env, "
             "model, data, optimizer, train, schedule, infer, eval, distributed, comm_hook, plugins");
 }
 

@@ -449,6 +449,12 @@ void ParsedExperiment::check_runtime(Experiment& e) const {
                   "' are the same setting; set it once",
               std::string("remove one of them (runtime.") + key + " is the documented place)");
   RuntimeSettings& r = e.runtime;
+  if (r.allocator != "system" && !allocator_preload_possible())
+    fail_at("runtime.allocator",
+            "runtime.allocator = \"" + r.allocator +
+                "\" cannot be preloaded into this runner: it is built with AddressSanitizer, "
+                "which replaces malloc itself",
+            "use a build without sanitizers (scripts/dev build) to compare allocators");
   if (r.allocator != "system" && !find_allocator_library(r.allocator)) {
     const auto [message, hint] = allocator_missing(r.allocator);
     fail_at("runtime.allocator", message, hint);

@@ -112,6 +112,20 @@ std::optional<fs::path> find_allocator_library(const std::string& name,
   return std::nullopt;
 }
 
+bool allocator_preload_possible() {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return false;
+#else
+  return true;
+#endif
+#else
+  return true;
+#endif
+}
+
 std::pair<std::string, std::string> allocator_missing(const std::string& name) {
   const std::string package = allocator_package(name);
   return {"runtime.allocator = \"" + name + "\" needs " + allocator_soname(name) +

@@ -33,6 +33,11 @@ namespace runner {
 [[nodiscard]] std::optional<std::filesystem::path> find_allocator_library(
     const std::string& name, const std::vector<std::filesystem::path>& folders);
 
+/// True when this build can preload another allocator: not one built with
+/// AddressSanitizer, whose runtime must come first in the library list and
+/// replaces malloc itself.
+[[nodiscard]] bool allocator_preload_possible();
+
 /// "runtime.allocator = \"jemalloc\" needs libjemalloc.so.2, which is not
 /// installed" and its hint (the package and how to install it).
 [[nodiscard]] std::pair<std::string, std::string> allocator_missing(const std::string& name);
