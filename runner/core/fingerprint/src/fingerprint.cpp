@@ -295,7 +295,10 @@ Fingerprint collect_fingerprint(std::int64_t seed, const std::vector<std::string
   f["runtime.cpus"] = format_cpu_list(allowed_cpus());
   const std::vector<int> numa = numa_binding();
   f["runtime.numa_binding"] = numa.empty() ? "none" : format_cpu_list(numa);
-  f["runtime.numa_nodes"] = std::to_string(numa_nodes().size());
+  // "unavailable" where the kernel reports no NUMA topology (numa_node is
+  // refused there at validation).
+  const std::size_t nodes = numa_nodes().size();
+  f["runtime.numa_nodes"] = nodes == 0 ? std::string("unavailable") : std::to_string(nodes);
   f["seed"] = std::to_string(seed);
   return fp;
 }
