@@ -36,6 +36,12 @@ struct Slot {
   std::size_t trial = 0;  // index into experiment->trials
   [[nodiscard]] const Trial& get() const { return experiment->trials[trial]; }
   [[nodiscard]] const std::string& identity() const { return experiment->identities[trial]; }
+  /// The environment fingerprint of the identity ("" for an experiment
+  /// prepared without one).
+  [[nodiscard]] std::string environment() const {
+    return trial < experiment->environments.size() ? experiment->environments[trial]
+                                                   : std::string();
+  }
 };
 
 std::vector<Slot> slots_of(const Sweep& sweep) {
@@ -85,7 +91,7 @@ std::vector<std::string> changes_since_recorded(const Slot& slot, const store::S
     if (environment.empty())
       return {"the recorded runs predate environments in identities (schema 8)"};
     std::vector<std::string> changes =
-        fingerprint_changes(environment, slot.experiment->environments[slot.trial]);
+        fingerprint_changes(environment, slot.environment());
     if (changes.empty()) changes.emplace_back("plugin libraries");
     return changes;
   }
@@ -151,7 +157,7 @@ std::string fresh_request(const Slot& slot, const SchedulerOptions& options, std
   request["trial"] = slot.trial;
   request["repeat"] = repeat;
   request["identity"] = slot.identity();
-  request["environment"] = p.environments[slot.trial];
+  request["environment"] = slot.environment();
   request["origin_ns"] =
       std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
   return request.dump();
@@ -296,7 +302,8 @@ int serve_fresh_run(int request_fd, int reason_fd, int line_fd) {
     const Trial& trial = trials[index];
     const std::string environment = request.at("environment").get<std::string>();
     const std::string identity = trial_identity(
-        trial.experiment.config_hash(), plugin_records(host, trial.experiment), sha256_hex(environment));
+        trial.experiment.config_hash(), plugin_records(host, trial.experiment),
+        environment.empty() ? std::string() : sha256_hex(environment));
     if (identity != request.at("identity").get<std::string>())
       throw Error("the experiment file or its plugins changed after the sweep was planned (" +
                       trial_name(trial) + " is no longer the trial this run was claimed for)",
@@ -386,7 +393,7 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
       trial_ids.push_back(connection->upsert_trial(
           experiment_id, p->trials[t].experiment.resolved_json(),
           p->trials[t].experiment.config_hash(), p->identities[t], p->trials[t].label,
-          p->environments[t]));
+          Slot{p, 0, t}.environment()));
   }
   const auto existing = existing_runs(slots, *connection);
   std::vector<PlannedRun> todo;
