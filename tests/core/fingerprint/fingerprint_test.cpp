@@ -76,3 +76,41 @@ TEST(Fingerprint, PerformanceEnvironmentVariables) {
 }
 
 }  // namespace
+
+// The part of the fingerprint in a trial's identity: what it holds, that a
+// run's [env] is set over this process's environment, and the changes a dry
+// run names.
+TEST(IdentityFingerprint, HoldsTheBuildTheCpuTheCpusAndThePerformanceEnvironment) {
+  ::setenv("OMP_NUM_THREADS", "3", 1);
+  ::setenv("RUNNER_FP_TEST_OTHER", "x", 1);
+  const runner::Fingerprint a = runner::identity_fingerprint({}, "0-1");
+  EXPECT_EQ(a.fields.at("runtime.cpus"), "0-1");
+  EXPECT_EQ(a.fields.at("env.OMP_NUM_THREADS"), "3");
+  EXPECT_EQ(a.fields.count("env.RUNNER_FP_TEST_OTHER"), 0u);  // not performance-relevant
+  for (const char* key : {"software.runner_version", "software.torch_version", "software.build_type",
+                          "software.cuda_code_paths", "cpu.model", "cpu.logical_cores", "cpu.isa"})
+    EXPECT_EQ(a.fields.count(key), 1u) << key;
+  EXPECT_EQ(a.fields.count("host.hostname"), 0u);
+  EXPECT_EQ(a.fields.count("software.git_commit"), 0u);
+  // [env] is set over this process's environment, whatever the name.
+  const runner::Fingerprint b =
+      runner::identity_fingerprint({{"OMP_NUM_THREADS", "1"}, {"MY_FLAG", "on"}}, "0-1");
+  EXPECT_EQ(b.fields.at("env.OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(b.fields.at("env.MY_FLAG"), "on");
+  EXPECT_NE(a.hash(), b.hash());
+  EXPECT_EQ(runner::identity_fingerprint({}, "0-1").hash(), a.hash());
+  EXPECT_NE(runner::identity_fingerprint({}, "0").hash(), a.hash());
+  EXPECT_EQ(runner::fingerprint_changes(a.json(), b.json()),
+            (std::vector<std::string>{"env.MY_FLAG: (unset) -> on", "env.OMP_NUM_THREADS: 3 -> 1"}));
+  ::unsetenv("OMP_NUM_THREADS");
+  ::unsetenv("RUNNER_FP_TEST_OTHER");
+}
+
+TEST(IdentityFingerprint, ChangesAreListedByName) {
+  EXPECT_TRUE(runner::fingerprint_changes(R"({"a":"1"})", R"({"a":"1"})").empty());
+  EXPECT_EQ(runner::fingerprint_changes(R"({"a":"1","b":""})", R"({"a":"2","c":"x"})"),
+            (std::vector<std::string>{"a: 1 -> 2", "b: \"\" -> (unset)", "c: (unset) -> x"}));
+  // Not JSON: everything on the other side is new.
+  EXPECT_EQ(runner::fingerprint_changes("not json", R"({"a":"1"})"),
+            std::vector<std::string>{"a: (unset) -> 1"});
+}

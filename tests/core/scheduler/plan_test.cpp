@@ -22,6 +22,17 @@ TEST(Plan, RepetitionsAreInterleavedAcrossTrials) {
                              {0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}}));
 }
 
+TEST(Plan, TrialsWithTheirOwnRepetitionsShareTheRounds) {
+  // Two files: trials 0-1 with 3 repetitions, trial 2 with 1 (it drops out
+  // after the first round); equal counts give the plan of one file.
+  EXPECT_EQ(pairs(runner::interleave(std::vector<std::int64_t>{3, 3, 1}, false, 0)),
+            (std::vector<std::pair<std::size_t, std::int64_t>>{
+                {0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2}}));
+  EXPECT_EQ(pairs(runner::interleave(std::vector<std::int64_t>{4, 4, 4}, true, 9)),
+            pairs(runner::interleave(3, 4, true, 9)));
+  EXPECT_TRUE(runner::interleave(std::vector<std::int64_t>{}, false, 0).empty());
+}
+
 TEST(Plan, ShuffledRoundsAreSeededPermutations) {
   const auto a = runner::interleave(6, 20, true, 11);
   EXPECT_EQ(pairs(a), pairs(runner::interleave(6, 20, true, 11)));
@@ -110,6 +121,12 @@ TEST(Plan, TrialIdentityCoversConfigAndPluginFiles) {
   EXPECT_NE(runner::trial_identity("cfg2", plugins), id);
   plugins[0].sha256 = "cccc";
   EXPECT_NE(runner::trial_identity("cfg", plugins), id);
+  // The environment's hash joins it; none given keeps the identity it had.
+  const auto changed = runner::trial_identity("cfg", plugins);
+  EXPECT_EQ(runner::trial_identity("cfg", plugins, ""), changed);
+  EXPECT_NE(runner::trial_identity("cfg", plugins, "env1"), changed);
+  EXPECT_NE(runner::trial_identity("cfg", plugins, "env1"),
+            runner::trial_identity("cfg", plugins, "env2"));
 }
 
 }  // namespace
