@@ -1,5 +1,7 @@
 #include "runner/engine/reducer.hpp"
 
+#include <torch/csrc/distributed/c10d/comm.hpp>
+
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/utils.h>
 
@@ -13,10 +15,15 @@ namespace runner {
 void broadcast_parameters(const std::vector<torch::Tensor>& parameters,
                           c10d::ProcessGroup& group) {
   torch::NoGradGuard no_grad;
-  for (const auto& p : parameters) {
-    std::vector<at::Tensor> tensors{p.detach()};
-    group.broadcast(tensors)->wait();
-  }
+  std::vector<at::Tensor> tensors;
+  for (const auto& p : parameters) tensors.push_back(p.detach());
+  // DDP's own start-of-training sync (_sync_module_states): rank 0's tensors,
+  // flattened into buffers of at most 250 MiB per broadcast. The group is
+  // always owned by an intrusive_ptr (make_process_group), so a new
+  // reference to it is safe.
+  constexpr std::size_t kBroadcastBucketBytes = 250 * 1024 * 1024;
+  c10d::broadcast_coalesced(c10::intrusive_ptr<c10d::ProcessGroup>::reclaim_copy(&group), tensors,
+                            kBroadcastBucketBytes, /*rank=*/0);
 }
 
 GradientReducer::GradientReducer(std::vector<torch::Tensor> parameters,

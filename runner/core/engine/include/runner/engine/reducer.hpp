@@ -18,7 +18,9 @@ namespace runner {
 class CommHook;
 
 /// Sets every rank's `parameters` to rank 0's values (before the first step,
-/// so that all ranks start from one model whatever their initialisation).
+/// so that all ranks start from one model whatever their initialisation),
+/// with c10d's broadcast_coalesced as DDP does. `group` must be owned by a
+/// c10::intrusive_ptr (as make_process_group returns it).
 void broadcast_parameters(const std::vector<torch::Tensor>& parameters, c10d::ProcessGroup& group);
 
 class GradientReducer {
