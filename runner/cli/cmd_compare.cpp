@@ -220,15 +220,26 @@ std::pair<Side, Side> split_by(const store::Store& db, const std::string& select
 }
 
 // Per-run values of a metric: the run's p50 of a per-step series, or a scalar metric.
+void add_run_values(const store::RunDetail& run, const std::string& metric,
+                    std::vector<double>& out) {
+  for (const auto& s : run.summaries)
+    if (s.metric == metric && s.n > 0 && s.p50 > 0) out.push_back(s.p50);
+  for (const auto& m : run.metrics)
+    if (m.name == metric && m.value > 0 && std::isfinite(m.value)) out.push_back(m.value);
+}
+
 std::vector<double> values_of(const Side& side, const std::string& metric) {
   std::vector<double> out;
-  for (const auto& run : side.runs) {
-    for (const auto& s : run.summaries)
-      if (s.metric == metric && s.n > 0 && s.p50 > 0) out.push_back(s.p50);
-    for (const auto& m : run.metrics)
-      if (m.name == metric && m.value > 0 && std::isfinite(m.value)) out.push_back(m.value);
-  }
+  for (const auto& run : side.runs) add_run_values(run, metric, out);
   return out;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(digits);
+  out << v;
+  return out.str();
 }
 
 // Seconds since the epoch of an ISO-8601 UTC time as the store writes it
@@ -254,9 +265,9 @@ std::vector<store::TimedValue> timed_values_of(const Side& side, const std::stri
   for (const auto& run : side.runs) {
     const auto start = epoch_seconds(run.row.started_at);
     if (!start) continue;
-    Side one;
-    one.runs.push_back(run);
-    for (double v : values_of(one, metric)) out.push_back({*start, v});
+    std::vector<double> values;
+    add_run_values(run, metric, values);
+    for (double v : values) out.push_back({*start, v});
   }
   return out;
 }
@@ -264,20 +275,10 @@ std::vector<store::TimedValue> timed_values_of(const Side& side, const std::stri
 // "0.4s", "12.5s", "3m20s": run spans are often seconds.
 std::string short_duration(double seconds) {
   if (std::abs(seconds) >= 60) return format_duration(std::abs(seconds));
-  std::ostringstream out;
-  out.setf(std::ios::fixed);
-  out.precision(1);
-  out << std::abs(seconds) << "s";
-  return out.str();
+  return fixed(std::abs(seconds), 1) + "s";
 }
 
-std::string signed_pct(double pct) {
-  std::ostringstream out;
-  out.setf(std::ios::fixed);
-  out.precision(1);
-  out << (pct >= 0 ? "+" : "") << pct << "%";
-  return out.str();
-}
+std::string signed_pct(double pct) { return (pct >= 0 ? "+" : "") + fixed(pct, 1) + "%"; }
 
 // What a metric is, for its verdict's words: a time ("faster" when B takes
 // less), a throughput, a memory peak ("smaller" when B needs less) or a
@@ -312,14 +313,6 @@ std::string verdict_text(const Row& row) {
   const bool b_better = v == store::Practical::faster;
   if (row.spec.kind == MetricKind::memory) return b_better ? "smaller" : "larger";
   return b_better ? "better" : "worse";
-}
-
-std::string fixed(double v, int digits) {
-  std::ostringstream out;
-  out.setf(std::ios::fixed);
-  out.precision(digits);
-  out << v;
-  return out.str();
 }
 
 int handle_compare(const Args& args, const Global& global) {

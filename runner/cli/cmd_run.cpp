@@ -185,9 +185,7 @@ class PrintingObserver final : public RunObserver {
     }
     std::size_t trials = 0;
     for (const PreparedExperiment* p : sweep_) trials += p->trials.size();
-    std::vector<std::string> names;
-    for (const PreparedExperiment* p : sweep_) names.push_back(p->first().name);
-    std::cout << "\n" << join(names, ", ") << " (" << to_string(sweep_.front()->first().kind)
+    std::cout << "\n" << join(names(), ", ") << " (" << to_string(sweep_.front()->first().kind)
               << ", " << trials << " trial(s), " << result.done << " run(s) now, "
               << result.skipped << " skipped as done)\n";
     if (!table_.empty()) table_.print(std::cout);
@@ -202,16 +200,17 @@ class PrintingObserver final : public RunObserver {
   }
 
  private:
-  // "quickstart", or "a, b" for a schedule of several files.
-  [[nodiscard]] std::string experiment_names() const {
-    std::vector<std::string> names;
-    for (const PreparedExperiment* p : sweep_) names.push_back(p->first().name);
-    return (sweep_.size() > 1 ? "experiments " : "experiment ") + quoted(names);
-  }
-  static std::string quoted(const std::vector<std::string>& names) {
+  // The experiments of the schedule, in file order.
+  [[nodiscard]] std::vector<std::string> names() const {
     std::vector<std::string> out;
-    for (const auto& n : names) out.push_back("'" + n + "'");
-    return join(out, ", ");
+    for (const PreparedExperiment* p : sweep_) out.push_back(p->first().name);
+    return out;
+  }
+  // "experiment 'quickstart'", or "experiments 'a', 'b'" for several files.
+  [[nodiscard]] std::string experiment_names() const {
+    std::vector<std::string> quoted;
+    for (const auto& n : names()) quoted.push_back("'" + n + "'");
+    return (sweep_.size() > 1 ? "experiments " : "experiment ") + join(quoted, ", ");
   }
 
   Sweep sweep_;

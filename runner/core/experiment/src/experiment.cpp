@@ -459,9 +459,11 @@ void ParsedExperiment::check_runtime(Experiment& e) const {
     const auto [message, hint] = allocator_missing(r.allocator);
     fail_at("runtime.allocator", message, hint);
   }
-  const std::vector<int> allowed = allowed_cpus();
+  // Checked for every trial of a sweep: the system is asked only when the
+  // trial binds to something.
   std::vector<int> cpus;
   if (!r.cpu_affinity.empty()) {
+    const std::vector<int> allowed = allowed_cpus();
     try {
       cpus = parse_cpu_list(r.cpu_affinity);
     } catch (const Error& error) {

@@ -76,6 +76,13 @@ HostKey positive_key(HostKey key) {
   return key;
 }
 
+// A setting without a default: absent, the key is not applied at all (its
+// field keeps what another key or LibTorch gives it).
+HostKey without_default(HostKey key) {
+  key.spec.default_value.reset();
+  return key;
+}
+
 // Keys that do not change a measurement, or that change which sections are
 // valid: trials differ in their canonical JSON, so these stay fixed.
 HostKey fixed(HostKey key) {
@@ -186,33 +193,23 @@ const std::vector<SectionSpec>& section_specs() {
                                        [](Experiment& e, const OptionValue& v) {
                                          e.device.tf32_conv = bool_of(v);
                                        }),
-                  [] {
-                    HostKey key = string_key(
-                        "float32_matmul_precision", "", {"highest", "high", "medium"},
-                        "float32 matmul precision (torch.set_float32_matmul_precision)",
-                        [](Experiment& e, const OptionValue& v) {
-                          e.device.float32_matmul_precision = str(v);
-                        });
-                    key.spec.default_value.reset();  // unset: LibTorch's default
-                    return key;
-                  }()}});
+                  // unset: LibTorch's default
+                  without_default(string_key(
+                      "float32_matmul_precision", "", {"highest", "high", "medium"},
+                      "float32 matmul precision (torch.set_float32_matmul_precision)",
+                      [](Experiment& e, const OptionValue& v) {
+                        e.device.float32_matmul_precision = str(v);
+                      }))}});
 
     // [runtime]: the process a run executes in. The thread counts are the
     // same settings as [device] threads and interop_threads (either place,
     // not both).
-    HostKey cpu_affinity = string_key(
+    HostKey cpu_affinity = without_default(string_key(
         "cpu_affinity", "", {},
         "CPUs the run process is bound to before LibTorch starts its threads: \"0-3\", "
         "\"0,2\"",
-        [](Experiment& e, const OptionValue& v) { e.runtime.cpu_affinity = str(v); });
-    cpu_affinity.spec.default_value.reset();
+        [](Experiment& e, const OptionValue& v) { e.runtime.cpu_affinity = str(v); }));
     cpu_affinity.non_empty = true;
-    HostKey numa_node = integer_key("numa_node", 0, 0, 1023,
-                                    "NUMA node the run's CPUs and memory are bound to",
-                                    [](Experiment& e, const OptionValue& v) {
-                                      e.runtime.numa_node = int_of(v);
-                                    });
-    numa_node.spec.default_value.reset();
     s.push_back({"runtime", std::nullopt, std::nullopt,
                  {string_key("allocator", "system", {"system", "jemalloc", "tcmalloc"},
                              "memory allocator: the C library's, or jemalloc / tcmalloc "
@@ -220,25 +217,23 @@ const std::vector<SectionSpec>& section_specs() {
                              [](Experiment& e, const OptionValue& v) {
                                e.runtime.allocator = str(v);
                              }),
-                  cpu_affinity, numa_node,
-                  [] {
-                    HostKey key = integer_key("threads", 0, 0, kMaxThreads,
+                  cpu_affinity,
+                  without_default(integer_key("numa_node", 0, 0, 1023,
+                                              "NUMA node the run's CPUs and memory are bound to",
+                                              [](Experiment& e, const OptionValue& v) {
+                                                e.runtime.numa_node = int_of(v);
+                                              })),
+                  // [device] threads and interop_threads hold the defaults.
+                  without_default(integer_key("threads", 0, 0, kMaxThreads,
                                               "intra-op threads (as device.threads)",
                                               [](Experiment& e, const OptionValue& v) {
                                                 e.device.threads = int_of(v);
-                                              });
-                    key.spec.default_value.reset();  // [device] threads holds the default
-                    return key;
-                  }(),
-                  [] {
-                    HostKey key = integer_key("interop_threads", 0, 0, kMaxThreads,
+                                              })),
+                  without_default(integer_key("interop_threads", 0, 0, kMaxThreads,
                                               "inter-op threads (as device.interop_threads)",
                                               [](Experiment& e, const OptionValue& v) {
                                                 e.device.interop_threads = int_of(v);
-                                              });
-                    key.spec.default_value.reset();
-                    return key;
-                  }()}});
+                                              }))}});
 
     // [env]: environment variables of the run process, NAME = "value".
     s.push_back({"env", std::nullopt, std::nullopt, {}, /*environment=*/true});
@@ -403,15 +398,11 @@ const std::vector<SectionSpec>& section_specs() {
                                   [](Experiment& e, const OptionValue& v) {
                                     e.schedule.warmup_start_factor = num(v);
                                   })),
-          [] {
-            HostKey key = integer_key("step_size", 0, 1, kMaxSteps,
+          without_default(integer_key("step_size", 0, 1, kMaxSteps,
                                       "step: optimizer steps between decays (required)",
                                       [](Experiment& e, const OptionValue& v) {
                                         e.schedule.step_size = int_of(v);
-                                      });
-            key.spec.default_value.reset();
-            return key;
-          }(),
+                                      })),
           number_key("gamma", 0.1, 0.0, 1e6, "step: decay factor",
                      [](Experiment& e, const OptionValue& v) { e.schedule.gamma = num(v); }),
           number_key("min_lr", 0.0, 0.0, 1e6, "cosine: the lr it ends at (eta_min)",

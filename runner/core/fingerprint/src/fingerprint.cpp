@@ -31,8 +31,6 @@
 #include "runner/runtime/runtime.hpp"
 #include "runner/sdk.hpp"
 
-extern char** environ;
-
 namespace runner {
 
 extern const char* const kGitCommit;
@@ -280,15 +278,10 @@ Fingerprint collect_fingerprint(std::int64_t seed, const std::vector<std::string
                             ? "high"
                             : "medium");
   add_gpu_fields(f);
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const auto eq = entry.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string name = entry.substr(0, eq);
+  for (const auto& [name, value] : current_environment())
     if (is_performance_env_var(name) ||
         std::find(run_env.begin(), run_env.end(), name) != run_env.end())
-      f["env." + name] = entry.substr(eq + 1);
-  }
+      f["env." + name] = value;
   // What the run process runs on, read back.
   const std::string allocator = malloc_library();
   f["runtime.malloc"] = allocator;

@@ -176,16 +176,14 @@ int exec_fresh(const Slot& slot, const SchedulerOptions& options, std::int64_t r
     return 1;
   }
   for (int fd : {reason_fd, line_fd}) ::fcntl(fd, F_SETFD, 0);  // inherited by the exec
-  const std::vector<std::string> environment =
-      fresh_process_environment(e.env, e.runtime.allocator);
+  std::vector<std::string> environment = fresh_process_environment(e.env, e.runtime.allocator);
   const std::string exe = options.executable.string();
   std::vector<std::string> args{"runner", "__run-fresh", std::to_string(memfd),
                                 std::to_string(reason_fd), std::to_string(line_fd)};
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env_copy(environment);
-  for (auto& v : env_copy) envp.push_back(v.data());
+  for (auto& v : environment) envp.push_back(v.data());
   envp.push_back(nullptr);
   // SIGINT waits, blocked, until the new image has its handler.
   block_interrupts();
@@ -338,13 +336,19 @@ std::vector<PlannedAction> plan_sweep(const Sweep& sweep, const SchedulerOptions
     db.emplace(store::Store::open_read_only(options.db));
     existing = existing_runs(slots, *db);
   }
+  // What changed since the recorded runs is a property of the trial: looked
+  // up once per trial, not once per repetition.
+  std::vector<std::optional<std::vector<std::string>>> changes(slots.size());
   std::vector<PlannedAction> actions;
   for (const PlannedRun& r : planned_runs(sweep, slots, options)) {
     PlannedAction action;
     action.run = {slots[r.trial].trial, r.repeat};
     action.experiment = slots[r.trial].group;
     action.skip_reason = skip_reason(existing[r.trial], r.repeat, options.policy);
-    if (action.skip_reason.empty() && db) action.changes = changes_since_recorded(slots[r.trial], *db);
+    if (action.skip_reason.empty() && db) {
+      if (!changes[r.trial]) changes[r.trial] = changes_since_recorded(slots[r.trial], *db);
+      action.changes = *changes[r.trial];
+    }
     actions.push_back(std::move(action));
   }
   return actions;
