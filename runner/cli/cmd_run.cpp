@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -15,6 +17,8 @@
 #include "runner/common/strings.hpp"
 #include "runner/experiment/experiment.hpp"
 #include "runner/host/host.hpp"
+#include "runner/process/isolation.hpp"
+#include "runner/scheduler/job.hpp"
 #include "runner/scheduler/rerun.hpp"
 #include "runner/scheduler/scheduler.hpp"
 #include "runner/store/stats.hpp"
@@ -257,10 +261,36 @@ int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
   return kExitOk;
 }
 
+// Under a launcher every [distributed] trial runs on the launcher's ranks:
+// its world size must be the job's. Returns the longest rendezvous timeout.
+std::chrono::milliseconds check_job(const Sweep& sweep, const JobEnvironment& job) {
+  double timeout_s = 0.0;
+  for (const PreparedExperiment* p : sweep)
+    for (const Trial& t : p->trials) {
+      const Experiment& e = t.experiment;
+      if (e.kind != RunKind::train || !e.distributed.enabled) continue;
+      timeout_s = std::max(timeout_s, e.distributed.timeout_s);
+      if (e.distributed.world_size != job.world_size)
+        throw Error(e.where_of("distributed.world_size"),
+                    trial_name(t) + " has distributed.world_size = " +
+                        std::to_string(e.distributed.world_size) + ", but the launched job has " +
+                        std::to_string(job.world_size) + " ranks (WORLD_SIZE)",
+                    "set world_size to the job's size (--set distributed.world_size=" +
+                        std::to_string(job.world_size) + ")");
+    }
+  if (timeout_s == 0.0) timeout_s = 60.0;  // no [distributed] trial: the default
+  return std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000.0));
+}
+
 int run_experiments(const std::vector<std::string>& files, const Global& global,
                     const RunFlags& flags) {
+  // torchrun, a SLURM step or a PyTorchJob: join the job instead of
+  // starting ranks (see docs/distributed.md).
+  const std::optional<JobEnvironment> job = job_environment(
+      [](const char* name) -> const char* { return std::getenv(name); });
+  const bool follower = job && job->rank != 0;
   // A database that cannot be written is known before any plugin is loaded.
-  if (!flags.dry_run) store::Store::check_writable(global.db);
+  if (!flags.dry_run && !follower) store::Store::check_writable(global.db);
   // Every file is checked before anything runs. The kinds must agree: one
   // summary table, and comparisons across files are of like with like.
   std::vector<PreparedExperiment> prepared;
@@ -280,10 +310,31 @@ int run_experiments(const std::vector<std::string>& files, const Global& global,
   }
   Sweep sweep;
   for (const PreparedExperiment& p : prepared) sweep.push_back(&p);
+  const std::chrono::milliseconds job_timeout =
+      job ? check_job(sweep, *job) : std::chrono::milliseconds(0);
   if (flags.dry_run) return print_dry_run(sweep, flags.options);
+  if (follower) {
+    // Ranks 1..N-1 open no database: they join the runs rank 0 announces.
+    Interrupts::install();
+    const int code = follow_job(*job, sweep, job_timeout,
+                                [](const std::string& line) { spdlog::info("{}", line); },
+                                &Interrupts::flag());
+    return code == 0 ? kExitOk : code == 130 ? 130 : code == 2 ? kExitBadInput : kExitRunFailed;
+  }
+  SchedulerOptions options = flags.options;
+  std::optional<JobAnnouncer> announcer;
+  if (job) {
+    announcer.emplace(*job, job_timeout);
+    spdlog::info("rank 0 of {}: serving the job's rendezvous at {}:{}", job->world_size,
+                 job->master_addr, job->master_port);
+    options.announce = [&announcer](std::size_t experiment, std::size_t trial,
+                                     std::int64_t repeat, const Trial& which) {
+      return announcer->announce(experiment, trial, repeat, which);
+    };
+  }
   PrintingObserver observer(sweep, global);
-  const SweepResult result = run_sweep(sweep, flags.options, observer);
-  return observer.finish(result, flags.options);
+  const SweepResult result = run_sweep(sweep, options, observer);
+  return observer.finish(result, options);
 }
 
 int handle_run(const Args& args, const Global& global) {

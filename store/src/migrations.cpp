@@ -437,8 +437,17 @@ constexpr const char* kSchemaV8 = R"sql(
 ALTER TABLE trials ADD COLUMN environment TEXT;
 )sql";
 
-constexpr std::array<const char*, 8> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
-                                                    kSchemaV5, kSchemaV6, kSchemaV7, kSchemaV8};
+// Version 9 (data-parallel runs on DDP's engine): every rank's time of each
+// step, gathered by rank 0: the slowest rank's and the median rank's, so
+// stragglers show step by step. NULL outside data-parallel runs.
+constexpr const char* kSchemaV9 = R"sql(
+ALTER TABLE samples ADD COLUMN rank_max_ns REAL;
+ALTER TABLE samples ADD COLUMN rank_median_ns REAL;
+)sql";
+
+constexpr std::array<const char*, 9> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3,
+                                                    kSchemaV4, kSchemaV5, kSchemaV6,
+                                                    kSchemaV7, kSchemaV8, kSchemaV9};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

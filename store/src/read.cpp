@@ -224,6 +224,8 @@ std::vector<Sample> Store::samples(std::int64_t run_id) const {
       s.grad_norm = query.real(recipe + 1, kNaN);
       s.loss_scale = query.real(recipe + 2, kNaN);
       s.skipped = query.is_null(recipe + 3) ? -1 : static_cast<int>(query.int64(recipe + 3));
+      s.rank_max_ns = query.real(recipe + 4, -1);
+      s.rank_median_ns = query.real(recipe + 5, -1);
       out.push_back(s);
     }
     return out;

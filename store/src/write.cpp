@@ -242,6 +242,8 @@ void Store::add_samples(std::int64_t run_id, const std::vector<Sample>& samples)
       } else {
         insert.bind_int(recipe + 3, sample.skipped != 0 ? 1 : 0);
       }
+      insert.bind_duration(recipe + 4, sample.rank_max_ns);
+      insert.bind_duration(recipe + 5, sample.rank_median_ns);
       insert.run();
     }
     tx.commit();

@@ -6,6 +6,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <runner/comm_hook.hpp>
 #include <runner/sdk.hpp>
 
 #include <sys/socket.h>
@@ -31,10 +32,12 @@ class TinyLinear final : public runner::Model {
         nan_at_(o.integer("nan_at_step")),
         crash_at_(o.integer("crash_at_step")),
         hang_at_(o.integer("hang_at_step")),
+        kill_at_(o.integer("kill_at_step")),
         delay_(std::chrono::duration<double, std::micro>(o.number("delay_us"))) {
     // In a data-parallel run, the failures above happen on fail_rank only.
     const std::int64_t fail_rank = o.integer("fail_rank");
-    if (fail_rank >= 0 && fail_rank != ctx.rank) throw_at_ = nan_at_ = crash_at_ = hang_at_ = -2;
+    if (fail_rank >= 0 && fail_rank != ctx.rank)
+      throw_at_ = nan_at_ = crash_at_ = hang_at_ = kill_at_ = -2;
     // Hangs before the run's loop starts, where no stop request is ever looked at.
     if (o.boolean("hang_in_factory"))
       for (;;) ::pause();
@@ -44,6 +47,7 @@ class TinyLinear final : public runner::Model {
 
   torch::Tensor forward(const runner::Batch& batch) override {
     if (calls_ == crash_at_) std::raise(SIGSEGV);
+    if (calls_ == kill_at_) std::raise(SIGKILL);  // as kill -9, or a lost machine
     if (calls_ == hang_at_) {
       // A deliberate hang: blocks until the process is killed (SIGINT only
       // sets the stop flag, which a hung plugin never looks at).
@@ -79,6 +83,7 @@ class TinyLinear final : public runner::Model {
   std::int64_t nan_at_;
   std::int64_t crash_at_;
   std::int64_t hang_at_;
+  std::int64_t kill_at_;
   std::chrono::duration<double, std::micro> delay_;
   std::int64_t calls_ = 0;
 };
@@ -157,12 +162,19 @@ class PatternData final : public runner::Loader {
   std::int64_t throw_at_;
 };
 
+// A future already completed with `tensor`.
+c10::intrusive_ptr<c10::ivalue::Future> completed(const torch::Tensor& tensor) {
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+  future->markCompleted(c10::IValue(tensor));
+  return future;
+}
+
 // A broken comm hook: returns half of the bucket.
 class TruncatingHook final : public runner::CommHook {
  public:
-  runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
-                            c10d::ProcessGroup&) override {
-    return {bucket.narrow(0, 0, bucket.numel() / 2), 0};
+  runner::CommLaunch run(c10d::GradBucket& bucket,
+                         const c10::intrusive_ptr<c10d::ProcessGroup>&) override {
+    return {completed(bucket.getBuffer().narrow(0, 0, bucket.getBuffer().numel() / 2)), 0};
   }
 };
 
@@ -189,9 +201,9 @@ class CopyingSgd final : public runner::Optimizer {
 // the bucket as it is.
 class CallCountingHook final : public runner::CommHook {
  public:
-  runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
-                            c10d::ProcessGroup&) override {
-    return {bucket, ++calls_};
+  runner::CommLaunch run(c10d::GradBucket& bucket,
+                         const c10::intrusive_ptr<c10d::ProcessGroup>&) override {
+    return {completed(bucket.getBuffer()), ++calls_};
   }
 
  private:
@@ -203,8 +215,8 @@ class CallCountingHook final : public runner::CommHook {
 // a process that does not ignore SIGPIPE is killed by it instead.
 class ClosedPeerHook final : public runner::CommHook {
  public:
-  runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
-                            c10d::ProcessGroup&) override {
+  runner::CommLaunch run(c10d::GradBucket& bucket,
+                         const c10::intrusive_ptr<c10d::ProcessGroup>&) override {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0)
       throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
@@ -215,7 +227,7 @@ class ClosedPeerHook final : public runner::CommHook {
     ::close(fds[0]);
     if (written != -1 || error != EPIPE)
       throw std::runtime_error("a write to a closed peer did not fail with EPIPE");
-    return {bucket, 0};
+    return {completed(bucket.getBuffer()), 0};
   }
 };
 
@@ -225,6 +237,7 @@ void register_plugins(runner::Registrar& r) {
   model_options.integer("nan_at_step", -1, "loss becomes NaN at this call (-1: never)");
   model_options.integer("crash_at_step", -1, "raise SIGSEGV at this call (-1: never)");
   model_options.integer("hang_at_step", -1, "block forever at this call (-1: never)");
+  model_options.integer("kill_at_step", -1, "raise SIGKILL at this call (-1: never)");
   model_options.boolean("hang_in_factory", false, "block forever while being built");
   model_options.integer("fail_rank", -1,
                         "the *_at_step failures happen on this rank only (-1: every rank)");

@@ -208,7 +208,8 @@ TEST_F(StoreTest, MergeWithABadInputWritesNothing) {
   write_shard(a, {{"t1"}, "fp-a"});
   const fs::path missing = dir_ / "missing.db";
   const fs::path newer = dir_ / "newer.db";
-  exec_raw(newer, "CREATE TABLE x (y); PRAGMA user_version = 9;");
+  const std::string future = std::to_string(runner::store::kSchemaVersion + 1);
+  exec_raw(newer, "CREATE TABLE x (y); PRAGMA user_version = " + future + ";");
   const fs::path foreign = dir_ / "foreign.db";
   exec_raw(foreign, "CREATE TABLE x (y);");
   Store all = Store::open(db_path_);
@@ -216,7 +217,7 @@ TEST_F(StoreTest, MergeWithABadInputWritesNothing) {
                    "database '" + missing.string() + "' does not exist");
   EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, newer}), Error,
                    "database '" + newer.string() +
-                       "' has schema version 9, newer than this runner supports (" + std::to_string(runner::store::kSchemaVersion) + ")");
+                       "' has schema version " + future + ", newer than this runner supports (" + std::to_string(runner::store::kSchemaVersion) + ")");
   EXPECT_THROW_MSG(all.merge_from(std::vector<fs::path>{a, foreign}), Error,
                    "'" + foreign.string() +
                        "' is not a runner database: it has tables but no runner schema version");

@@ -365,7 +365,9 @@ TEST_F(StoreTest, MigrationStepsAreAvailableForTests) {
             std::string::npos);
   EXPECT_NE(std::string(runner::store::testing::migration_sql(8)).find("ADD COLUMN environment"),
             std::string::npos);
-  EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(9)), std::out_of_range);
+  EXPECT_NE(std::string(runner::store::testing::migration_sql(9)).find("ADD COLUMN rank_max_ns"),
+            std::string::npos);
+  EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(10)), std::out_of_range);
   EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(0)), std::out_of_range);
 }
 
@@ -438,10 +440,11 @@ TEST_F(StoreTest, EveryPhaseHasItsColumnInTheSchema) {
     for (const auto& phase : runner::store::kPhases)
       EXPECT_EQ(sample_column_type(store, phase.column), "REAL") << phase.name << " in " << path;
     // And nothing else: run_id, step, warmup, wall_ns and loss, the phases,
-    // and the four recipe columns (lr, grad_norm, loss_scale, skipped), so a
-    // phase column added by a migration without its table line shows up here too.
+    // the four recipe columns (lr, grad_norm, loss_scale, skipped) and the two
+    // rank columns (rank_max_ns, rank_median_ns), so a phase column added by
+    // a migration without its table line shows up here too.
     EXPECT_EQ(query_int(handle(store), "SELECT count(*) FROM pragma_table_info('samples')"),
-              5 + static_cast<std::int64_t>(runner::store::kPhaseCount) + 4)
+              5 + static_cast<std::int64_t>(runner::store::kPhaseCount) + 4 + 2)
         << path;
   }
   // Names and columns are unique, and each column is the name plus "_ns" (the

@@ -1,72 +1,71 @@
-// Comm hooks `allreduce` and `compressed_allreduce`: the mean of a gradient
-// bucket over the process group, as DDP's default hook and its fp16/bf16
-// compression hook do.
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-
+// Comm hooks `allreduce`, `fp16_compress` and `bf16_compress`: the mean of a
+// gradient bucket over the process group, as DDP's default hook and its
+// fp16/bf16 compression hooks compute it (divide by the group size, then
+// sum; the compressed ones on a half-precision copy of the bucket, so that
+// the sum cannot overflow fp16, decompressed into the bucket when done).
+#include <runner/comm_hook.hpp>
 #include <runner/sdk.hpp>
 
 #include <vector>
 
 namespace {
 
-// Bytes one rank sends in a ring allreduce of `bytes`: reduce-scatter plus
-// all-gather, each (n - 1) / n of the buffer.
-std::int64_t ring_bytes(std::int64_t bytes, int world) {
-  return world <= 1 ? 0 : 2 * bytes * (world - 1) / world;
-}
-
-// Sums `tensor` over the group in place and divides by the group size.
-void mean_in_place(torch::Tensor& tensor, c10d::ProcessGroup& group) {
-  std::vector<at::Tensor> tensors{tensor};
-  group.allreduce(tensors)->wait();
-  tensor.div_(group.getSize());
+// The tensor a completed ProcessGroup::allreduce future holds.
+at::Tensor first_tensor(const c10::IValue& value) {
+  return value.isTensor() ? value.toTensor() : value.toTensorVector().at(0);
 }
 
 class AllReduce final : public runner::CommHook {
  public:
-  runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
-                            c10d::ProcessGroup& group) override {
-    torch::Tensor reduced = bucket;  // the host lets hooks work in place
-    mean_in_place(reduced, group);
-    return {reduced, ring_bytes(bucket.numel() * bucket.element_size(), group.getSize())};
+  runner::CommLaunch run(c10d::GradBucket& bucket,
+                         const c10::intrusive_ptr<c10d::ProcessGroup>& group) override {
+    at::Tensor& buffer = bucket.getBufferRef();
+    buffer.div_(group->getSize());
+    std::vector<at::Tensor> tensors{buffer};
+    return {group->allreduce(tensors)->getFuture(), buffer.numel() * buffer.element_size()};
   }
-};
-
-struct CompressedOptions {
-  std::string dtype = "fp16";
 };
 
 class CompressedAllReduce final : public runner::CommHook {
  public:
-  explicit CompressedAllReduce(const CompressedOptions& options)
-      : wire_(options.dtype == "bf16" ? torch::kBFloat16 : torch::kHalf) {}
+  explicit CompressedAllReduce(at::ScalarType wire) : wire_(wire) {}
 
-  runner::CommResult reduce(const torch::Tensor& bucket, std::int64_t,
-                            c10d::ProcessGroup& group) override {
-    torch::Tensor compressed = bucket.to(wire_);
-    // Divide before summing, as DDP's fp16 hook does, so fp16 does not overflow.
-    compressed.div_(group.getSize());
-    std::vector<at::Tensor> tensors{compressed};
-    group.allreduce(tensors)->wait();
-    return {compressed.to(bucket.scalar_type()),
-            ring_bytes(compressed.numel() * compressed.element_size(), group.getSize())};
+  runner::CommLaunch run(c10d::GradBucket& bucket,
+                         const c10::intrusive_ptr<c10d::ProcessGroup>& group) override {
+    at::Tensor buffer = bucket.getBuffer();
+    // Divide before summing: fp16 would overflow on a sum of large gradients.
+    std::vector<at::Tensor> tensors{buffer.to(wire_).div_(group->getSize())};
+    const std::int64_t payload = tensors[0].numel() * tensors[0].element_size();
+    auto sent = group->allreduce(tensors)->getFuture();
+    // Decompressed into the bucket's own buffer, as DDP's hooks do.
+    auto decompressed = sent->then(
+        [buffer](c10::ivalue::Future& done) {
+          at::Tensor into = buffer;
+          into.copy_(first_tensor(done.value()));
+          return c10::IValue(into);
+        },
+        c10::TensorType::get());
+    return {decompressed, payload};
   }
 
  private:
-  torch::ScalarType wire_;
+  at::ScalarType wire_;
 };
 
 void register_plugins(runner::Registrar& registrar) {
   registrar.add_comm_hook("allreduce", "mean of each gradient bucket over the ranks (DDP's default)",
                           runner::OptionSchema{},
                           [](const runner::Options&) { return std::make_unique<AllReduce>(); });
-  runner::OptionBinder<CompressedOptions> compressed;
-  compressed.field("dtype", &CompressedOptions::dtype, "precision on the wire")
-      .one_of({"fp16", "bf16"});
   registrar.add_comm_hook(
-      "compressed_allreduce",
-      "mean over the ranks sent in half precision (DDP's fp16/bf16 compression hook)",
-      compressed, [](const CompressedOptions& o) { return std::make_unique<CompressedAllReduce>(o); });
+      "fp16_compress",
+      "mean over the ranks sent in fp16, half the bytes (DDP's fp16_compress_hook)",
+      runner::OptionSchema{},
+      [](const runner::Options&) { return std::make_unique<CompressedAllReduce>(at::kHalf); });
+  registrar.add_comm_hook(
+      "bf16_compress",
+      "mean over the ranks sent in bf16, half the bytes (DDP's bf16_compress_hook)",
+      runner::OptionSchema{},
+      [](const runner::Options&) { return std::make_unique<CompressedAllReduce>(at::kBFloat16); });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 
@@ -169,6 +170,7 @@ TEST_F(EngineTest, InferWithoutLoaderUsesTheModelsExampleBatch) {
                               {"nan_at_step", std::int64_t{-1}},
                               {"crash_at_step", std::int64_t{-1}},
                               {"hang_at_step", std::int64_t{-1}},
+                              {"kill_at_step", std::int64_t{-1}},
                               {"hang_in_factory", false},
                               {"fail_rank", std::int64_t{-1}},
                               {"delay_us", 0.0}}),
@@ -189,6 +191,7 @@ runner::Experiment tiny_experiment(std::int64_t throw_at, std::int64_t nan_at) {
                               {"nan_at_step", nan_at},
                               {"crash_at_step", std::int64_t{-1}},
                               {"hang_at_step", std::int64_t{-1}},
+                              {"kill_at_step", std::int64_t{-1}},
                               {"hang_in_factory", false},
                               {"fail_rank", std::int64_t{-1}},
                               {"delay_us", 0.0}}),
@@ -249,6 +252,12 @@ runner::Experiment distributed(runner::Experiment e, std::int64_t world_size,
   return e;
 }
 
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 // Sets a tiny_linear option of an experiment.
 runner::Experiment with(runner::Experiment e, const std::string& key, std::int64_t value) {
   auto values = e.model.options.values();
@@ -284,12 +293,16 @@ TEST_F(EngineTest, ADistributedRunTimesTheGradientReductionAsTheCommPhase) {
 }
 
 TEST_F(EngineTest, ACompressedHookSendsHalfTheBytesOfAllreduce) {
-  runner::Experiment e = distributed(mlp_experiment(), 2, "compressed_allreduce");
-  e.comm_hook->options = runner::Options({{"dtype", std::string("fp16")}});
-  e.train.steps = 10;
-  const auto out = run(e);
-  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
-  EXPECT_EQ(metric(out, "comm_bytes_per_step"), metric(out, "parameters") * 2);
+  for (const std::string hook : {"fp16_compress", "bf16_compress"}) {
+    runner::Experiment e = distributed(mlp_experiment(), 2, hook);
+    e.train.steps = 10;
+    const auto out = run(e);
+    ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
+    EXPECT_EQ(metric(out, "comm_gradient_bytes_per_step"), metric(out, "parameters") * 4) << hook;
+    EXPECT_EQ(metric(out, "comm_payload_bytes_per_step"), metric(out, "parameters") * 2) << hook;
+    EXPECT_EQ(metric(out, "comm_bytes_per_step"), metric(out, "parameters") * 2) << hook;
+    EXPECT_EQ(metric(out, "compression_ratio"), 2.0) << hook;
+  }
 }
 
 TEST_F(EngineTest, AGroupOfOneStillRunsTheHook) {
@@ -321,26 +334,81 @@ TEST_F(EngineTest, AccumulationReducesOncePerOptimizerStep) {
     const auto out = run(e);
     ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
     ASSERT_EQ(metric(out, "comm_buckets"), 1);
-    // The hook's calls so far are its "bytes": one per step, warm-up included.
-    const double steps = metric(out, "warmup_steps") + metric(out, "measured_steps");
-    EXPECT_EQ(steps, 22) << "accumulate = " << accumulate;
-    EXPECT_EQ(metric(out, "comm_bytes_per_step"), steps) << "accumulate = " << accumulate;
+    // The hook's calls so far are its payload "bytes": one per step, warm-up
+    // included, so the measured steps' mean is warm-up + (measured + 1) / 2.
+    const double warmup = metric(out, "warmup_steps"), measured = metric(out, "measured_steps");
+    EXPECT_EQ(warmup + measured, 22) << "accumulate = " << accumulate;
+    EXPECT_EQ(metric(out, "comm_payload_bytes_per_step"), warmup + (measured + 1) / 2)
+        << "accumulate = " << accumulate;
   }
 }
 
 TEST_F(EngineTest, AnotherRanksExceptionFailsTheRunNamingThatRank) {
   const auto out = run(distributed(with(tiny_experiment(5, -1), "fail_rank", 1), 2));
   EXPECT_EQ(out.status, runner::store::RunStatus::failed);
-  const std::string expected = "rank 1: " + kForwardFailed + " (rank 0: ";
+  // As the failing rank recorded it in the run's store, with its host and pid.
+  const std::string expected = "rank 1 (host " + host_name() + ", pid ";
   EXPECT_EQ(out.error.substr(0, expected.size()), expected) << out.error;
+  EXPECT_NE(out.error.find(") failed: " + kForwardFailed + " (rank 0: "), std::string::npos)
+      << out.error;
 }
 
 TEST_F(EngineTest, AnotherRanksCrashFailsTheRunNamingThatRankAndSignal) {
   auto e = with(with(tiny_experiment(-1, -1), "crash_at_step", 5), "fail_rank", 1);
   const auto out = run(distributed(e, 2));
   EXPECT_EQ(out.status, runner::store::RunStatus::failed);
-  const std::string expected = "rank 1 was killed by signal 11 (Segmentation fault) (rank 0: ";
+  // Its heartbeat stopped, and its exit status says why.
+  const std::string expected = "lost rank 1 (host " + host_name() + ", pid ";
   EXPECT_EQ(out.error.substr(0, expected.size()), expected) << out.error;
+  EXPECT_NE(out.error.find("; rank 1 was killed by signal 11 (Segmentation fault) (rank 0: "),
+            std::string::npos)
+      << out.error;
+}
+
+// kill -9 of a rank (or its machine lost): no rank writes why, so the
+// others tell by its heartbeat, and name it with its host.
+TEST_F(EngineTest, AKilledRankFailsTheRunNamingThatRankAndItsHost) {
+  auto e = with(with(tiny_experiment(-1, -1), "kill_at_step", 5), "fail_rank", 2);
+  const auto out = run(distributed(e, 3));
+  EXPECT_EQ(out.status, runner::store::RunStatus::failed);
+  const std::string expected = "lost rank 2 (host " + host_name() + ", pid ";
+  EXPECT_EQ(out.error.substr(0, expected.size()), expected) << out.error;
+  EXPECT_NE(out.error.find("no heartbeat for"), std::string::npos) << out.error;
+  EXPECT_EQ(out.error.find("lost rank 1"), std::string::npos) << out.error;
+}
+
+TEST_F(EngineTest, EveryRanksStepTimesGiveTheStragglerFigures) {
+  const auto out = run(distributed(tiny_experiment(-1, -1), 3));
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
+  EXPECT_EQ(metric(out, "ranks_reporting_times"), 3);
+  const auto* max = summary(out, "rank_step_max");
+  const auto* median = summary(out, "rank_step_median");
+  const auto* ratio = summary(out, "straggler_ratio");
+  ASSERT_NE(max, nullptr);
+  ASSERT_NE(median, nullptr);
+  ASSERT_NE(ratio, nullptr);
+  EXPECT_EQ(max->n, metric(out, "measured_steps"));
+  EXPECT_GE(max->min, median->min);
+  EXPECT_GE(ratio->min, 1.0);
+  const double slowest = metric(out, "slowest_rank");
+  EXPECT_TRUE(slowest == 0 || slowest == 1 || slowest == 2) << slowest;
+  // Rank 0's own step times are among them: the median is never above the max of rank 0's
+  // and the slowest rank's.
+  const auto* step = summary(out, "step_time");
+  ASSERT_NE(step, nullptr);
+  EXPECT_GE(max->max, step->min);
+}
+
+TEST_F(EngineTest, CommTimeIsSplitIntoExposedAndTotal) {
+  const auto out = run(distributed(mlp_experiment(), 2));
+  ASSERT_EQ(out.status, runner::store::RunStatus::finished) << out.error;
+  const auto* comm = summary(out, "comm");
+  const auto* total = summary(out, "comm_total");
+  ASSERT_NE(comm, nullptr);
+  ASSERT_NE(total, nullptr);
+  EXPECT_EQ(total->n, comm->n);
+  EXPECT_GT(total->p50, 0.0);
+  EXPECT_EQ(metric(out, "compression_ratio"), 1.0);
 }
 
 TEST_F(EngineTest, RankZerosOwnFailureIsReportedAsItself) {

@@ -197,17 +197,18 @@ plugin = "compressed_allreduce"
 dtype = "bf16"
 )toml",
      {
-       {"7d47099a1035caeef223a4c6326cbc0ab8a523661a76b2dd9a58d53726ec492f",
+       {"a6f21ced0aa692129d8b05ced20e03d4110a5c40576cbeed344e5c6c2265f173",
         R"({"comm_hook":{"options":{"dtype":"bf16"},"plugin":"compressed_allreduc)"
-        R"(e"},"data":{"batch_size":32,"drop_last":true,"options":{"label":"",)"
-        R"("shape":[8],"size":1024},"plugin":"synthetic","shuffle":true},)"
-        R"("device":{"interop_threads":0,"threads":0,"type":"cpu"},)"
-        R"("distributed":{"backend":"gloo","bucket_mb":12.5,"world_size":4},)"
-        R"("kind":"train","model":{"options":{"B":1,"a_b":2,"ab":3,)"
-        R"("count":0,"counts":[],"flag":false,"text":"","x":0.5,)"
-        R"("xs":[],"é":4},"plugin":"probe"},"optimizer":{"options":{"betas":[0.9)"
-        R"(,0.999],"lr":0.001},"plugin":"adam"},"seed":0,"train":{"steps":5,)"
-        R"("warmup":"auto"}})"},
+        R"(e"},"data":{"batch_size":32,"drop_last":true,"options":{"label":"","sh)"
+        R"(ape":[8],"size":1024},"plugin":"synthetic","shuffle":true},"device":{")"
+        R"(interop_threads":0,"threads":0,"type":"cpu"},"distributed":{"backend":)"
+        R"("gloo","broadcast_buffers":true,"bucket_mb":12.5,"find_unused_paramete)"
+        R"(rs":false,"first_bucket_mb":1.0,"gradient_as_bucket_view":false,"reduc)"
+        R"(er":"ddp","static_graph":false,"world_size":4},"kind":"train","model":)"
+        R"({"options":{"B":1,"a_b":2,"ab":3,"count":0,"counts":[],"flag":false,"t)"
+        R"(ext":"","x":0.5,"xs":[],"é":4},"plugin":"probe"},"optimizer":{"options)"
+        R"(":{"betas":[0.9,0.999],"lr":0.001},"plugin":"adam"},"seed":0,"train":{)"
+        R"("steps":5,"warmup":"auto"}})"},
      }},
     {"DistributedDefaults",
      R"toml([model]
@@ -220,17 +221,17 @@ plugin = "adam"
 bucket_mb = 1
 )toml",
      {
-       {"672ab7319328a270c7da8e0175f9497e8aae87d094c04f7050231b4af0881307",
+       {"16b63574fd37ce556a1a47a5fe888bca44330bcceb081e7da4745ca5d3a8ff03",
         R"({"comm_hook":{"options":{},"plugin":"allreduce"},"data":{"batch_size":)"
-        R"(32,"drop_last":true,"options":{"label":"","shape":[8],)"
-        R"("size":1024},"plugin":"synthetic","shuffle":true},)"
-        R"("device":{"interop_threads":0,"threads":0,"type":"cpu"},)"
-        R"("distributed":{"backend":"gloo","bucket_mb":1.0,"world_size":2},)"
-        R"("kind":"train","model":{"options":{"B":1,"a_b":2,"ab":3,)"
-        R"("count":0,"counts":[],"flag":false,"text":"","x":0.5,)"
-        R"("xs":[],"é":4},"plugin":"probe"},"optimizer":{"options":{"betas":[0.9)"
-        R"(,0.999],"lr":0.001},"plugin":"adam"},"seed":0,"train":{"steps":100,)"
-        R"("warmup":10}})"},
+        R"(32,"drop_last":true,"options":{"label":"","shape":[8],"size":1024},"pl)"
+        R"(ugin":"synthetic","shuffle":true},"device":{"interop_threads":0,"threa)"
+        R"(ds":0,"type":"cpu"},"distributed":{"backend":"gloo","broadcast_buffers)"
+        R"(":true,"bucket_mb":1.0,"find_unused_parameters":false,"first_bucket_mb)"
+        R"(":1.0,"gradient_as_bucket_view":false,"reducer":"ddp","static_graph":f)"
+        R"(alse,"world_size":2},"kind":"train","model":{"options":{"B":1,"a_b":2,)"
+        R"("ab":3,"count":0,"counts":[],"flag":false,"text":"","x":0.5,"xs":[],"é)"
+        R"(":4},"plugin":"probe"},"optimizer":{"options":{"betas":[0.9,0.999],"lr)"
+        R"(":0.001},"plugin":"adam"},"seed":0,"train":{"steps":100,"warmup":10}})"},
      }},
     {"Infer",
      R"toml([experiment]
@@ -322,28 +323,30 @@ const Case kExamples[] = {
      }},
     {"data_parallel.toml", "",
      {
-       {"953d942d3971f58d49cbff7d52c794b3951fdf1b758fbc5f6eec560636b4324b",
+       {"b2489f6cf2a6b14a2f9b7e82e417f6db9016b4f403f4ad842c3ef5c6166ca542",
         R"({"comm_hook":{"options":{},"plugin":"allreduce"},"data":{"batch_size":)"
-        R"(64,"drop_last":true,"options":{"classes":10,"data_seed":0,)"
-        R"("label_noise":0.0,"shape":[64],"size":4096},"plugin":"synthetic",)"
-        R"("shuffle":true},"device":{"interop_threads":0,"threads":1,)"
-        R"("type":"cpu"},"distributed":{"backend":"gloo","bucket_mb":25.0,)"
-        R"("world_size":2},"kind":"train","model":{"options":{"activation":"relu")"
-        R"(,"dropout":0.0,"hidden":[256,256]},"plugin":"mlp"},)"
-        R"("optimizer":{"options":{"lr":0.05,"momentum":0.9,"nesterov":false,)"
-        R"("weight_decay":0.0},"plugin":"sgd"},"seed":0,"train":{"steps":300,)"
-        R"("warmup":30}})"},
-       {"abb66e2c7b6826d6b3e68182544ab9cc08905af48ffc12b42d8a8692eb5c1295",
-        R"({"comm_hook":{"options":{"dtype":"fp16"},"plugin":"compressed_allreduc)"
-        R"(e"},"data":{"batch_size":64,"drop_last":true,"options":{"classes":10,)"
-        R"("data_seed":0,"label_noise":0.0,"shape":[64],"size":4096},)"
-        R"("plugin":"synthetic","shuffle":true},"device":{"interop_threads":0,)"
-        R"("threads":1,"type":"cpu"},"distributed":{"backend":"gloo",)"
-        R"("bucket_mb":25.0,"world_size":2},"kind":"train","model":{"options":{"a)"
-        R"(ctivation":"relu","dropout":0.0,"hidden":[256,256]},)"
-        R"("plugin":"mlp"},"optimizer":{"options":{"lr":0.05,)"
-        R"("momentum":0.9,"nesterov":false,"weight_decay":0.0},)"
-        R"("plugin":"sgd"},"seed":0,"train":{"steps":300,"warmup":30}})"},
+        R"(64,"drop_last":true,"options":{"classes":10,"data_seed":0,"label_noise)"
+        R"(":0.0,"shape":[64],"size":4096},"plugin":"synthetic","shuffle":true},")"
+        R"(device":{"interop_threads":0,"threads":1,"type":"cpu"},"distributed":{)"
+        R"("backend":"gloo","broadcast_buffers":true,"bucket_mb":25.0,"find_unuse)"
+        R"(d_parameters":false,"first_bucket_mb":1.0,"gradient_as_bucket_view":fa)"
+        R"(lse,"reducer":"ddp","static_graph":false,"world_size":2},"kind":"train)"
+        R"(","model":{"options":{"activation":"relu","dropout":0.0,"hidden":[256,)"
+        R"(256]},"plugin":"mlp"},"optimizer":{"options":{"lr":0.05,"momentum":0.9)"
+        R"(,"nesterov":false,"weight_decay":0.0},"plugin":"sgd"},"seed":0,"train")"
+        R"(:{"steps":300,"warmup":30}})"},
+       {"5e1d28bace7a1491c599e5118cf8fe98dfed5600e83ea5262992595867f558cf",
+        R"({"comm_hook":{"options":{},"plugin":"fp16_compress"},"data":{"batch_si)"
+        R"(ze":64,"drop_last":true,"options":{"classes":10,"data_seed":0,"label_n)"
+        R"(oise":0.0,"shape":[64],"size":4096},"plugin":"synthetic","shuffle":tru)"
+        R"(e},"device":{"interop_threads":0,"threads":1,"type":"cpu"},"distribute)"
+        R"(d":{"backend":"gloo","broadcast_buffers":true,"bucket_mb":25.0,"find_u)"
+        R"(nused_parameters":false,"first_bucket_mb":1.0,"gradient_as_bucket_view)"
+        R"(":false,"reducer":"ddp","static_graph":false,"world_size":2},"kind":"t)"
+        R"(rain","model":{"options":{"activation":"relu","dropout":0.0,"hidden":[)"
+        R"(256,256]},"plugin":"mlp"},"optimizer":{"options":{"lr":0.05,"momentum")"
+        R"(:0.9,"nesterov":false,"weight_decay":0.0},"plugin":"sgd"},"seed":0,"tr)"
+        R"(ain":{"steps":300,"warmup":30}})"},
      }},
 };
 

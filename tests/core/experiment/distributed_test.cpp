@@ -40,6 +40,34 @@ TEST_F(DistributedTest, EveryKeyAndAHookWithOptionsAreRead) {
   EXPECT_EQ(e.comm_hook->options.string("dtype"), "bf16");
 }
 
+TEST_F(DistributedTest, DdpsOptionsAreReadAndEnterTheIdentity) {
+  const Experiment defaults = load(kMinimal + "[distributed]\n");
+  EXPECT_EQ(defaults.distributed.reducer, "ddp");
+  EXPECT_EQ(defaults.distributed.first_bucket_mb, 1.0);
+  EXPECT_FALSE(defaults.distributed.find_unused_parameters);
+  EXPECT_FALSE(defaults.distributed.gradient_as_bucket_view);
+  EXPECT_FALSE(defaults.distributed.static_graph);
+  EXPECT_TRUE(defaults.distributed.broadcast_buffers);
+  const Experiment e = load(kMinimal +
+                            "[distributed]\nreducer = \"after_backward\"\nfirst_bucket_mb = 0.25\n"
+                            "find_unused_parameters = true\ngradient_as_bucket_view = true\n"
+                            "static_graph = true\nbroadcast_buffers = false\n");
+  EXPECT_EQ(e.distributed.reducer, "after_backward");
+  EXPECT_EQ(e.distributed.first_bucket_mb, 0.25);
+  EXPECT_TRUE(e.distributed.find_unused_parameters);
+  EXPECT_TRUE(e.distributed.gradient_as_bucket_view);
+  EXPECT_TRUE(e.distributed.static_graph);
+  EXPECT_FALSE(e.distributed.broadcast_buffers);
+  for (const std::string key : {"reducer = \"after_backward\"", "first_bucket_mb = 2",
+                                "find_unused_parameters = true", "gradient_as_bucket_view = true",
+                                "static_graph = true", "broadcast_buffers = false"})
+    EXPECT_NE(load(kMinimal + "[distributed]\n" + key + "\n").config_hash(), defaults.config_hash())
+        << key;
+  EXPECT_THROW_MSG(load(kMinimal + "[distributed]\nreducer = \"ring\"\n"), Error,
+                   at(9, 11) + "'distributed.reducer' must be one of \"ddp\", \"after_backward\", "
+                               "found \"ring\"");
+}
+
 TEST_F(DistributedTest, AHookWithoutDistributedIsRefused) {
   const Error e = error_of(kMinimal + "[comm_hook]\nplugin = \"allreduce\"\n");
   EXPECT_EQ(std::string(e.what()), at(8, 1) + "section [comm_hook] needs a [distributed] section");
@@ -97,7 +125,10 @@ TEST_F(DistributedTest, ItEntersTheTrialsIdentityOnlyWhenPresent) {
   const Experiment two = load(kMinimal + "[distributed]\nworld_size = 2\n");
   const Experiment four = load(kMinimal + "[distributed]\nworld_size = 4\n");
   const std::string json = two.resolved_json();
-  EXPECT_NE(json.find("\"distributed\":{\"backend\":\"gloo\",\"bucket_mb\":25.0,\"world_size\":2}"),
+  EXPECT_NE(json.find("\"distributed\":{\"backend\":\"gloo\",\"broadcast_buffers\":true,"
+                      "\"bucket_mb\":25.0,\"find_unused_parameters\":false,"
+                      "\"first_bucket_mb\":1.0,\"gradient_as_bucket_view\":false,"
+                      "\"reducer\":\"ddp\",\"static_graph\":false,\"world_size\":2}"),
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"comm_hook\":{\"options\":{},\"plugin\":\"allreduce\"}"), std::string::npos)

@@ -101,9 +101,9 @@ TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
             (std::vector<std::string>{"cifar", "image_folder", "mnist", "npy", "synthetic",
                                       "synthetic_tokens", "tokens"}));
   EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
-            (std::vector<std::string>{"allreduce", "compressed_allreduce"}));
+            (std::vector<std::string>{"allreduce", "bf16_compress", "fp16_compress", "powersgd"}));
   EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());
-  ASSERT_EQ(host.libraries().size(), 21u);
+  ASSERT_EQ(host.libraries().size(), 22u);
   const runner::PluginDescriptor* mlp = host.find(runner::PluginKind::model, "mlp");
   ASSERT_NE(mlp, nullptr);
   ASSERT_NE(mlp->schema.find("hidden"), nullptr);
@@ -216,6 +216,7 @@ runner::Options tiny_linear_options(std::int64_t throw_at) {
                           {"nan_at_step", std::int64_t{-1}},
                           {"crash_at_step", std::int64_t{-1}},
                           {"hang_at_step", std::int64_t{-1}},
+                          {"kill_at_step", std::int64_t{-1}},
                           {"hang_in_factory", false},
                           {"fail_rank", std::int64_t{-1}},
                           {"delay_us", 0.0}});

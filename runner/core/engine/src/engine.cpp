@@ -38,10 +38,12 @@
 #include "runner/process/isolation.hpp"
 #include "runner/engine/phase_clock.hpp"
 #include "runner/engine/process_group.hpp"
+#include "runner/engine/ranks.hpp"
 #include "runner/engine/reducer.hpp"
 #include "runner/engine/pipeline.hpp"
 #include "runner/engine/step_loop.hpp"
 #include "runner/engine/warmup.hpp"
+#include "runner/comm_hook.hpp"
 #include "runner/sdk.hpp"
 #include "runner/store/stats.hpp"
 
@@ -137,7 +139,7 @@ class BatchSource {
 // This process's place in a data-parallel run (rank 0 of 1 otherwise).
 struct RankInfo {
   const Rendezvous* rendezvous = nullptr;  // null: not distributed
-  Companions* companions = nullptr;        // rank 0: the other ranks
+  RankLink* link = nullptr;                // the store, heartbeat, failures, step times
   [[nodiscard]] int rank() const { return rendezvous ? rendezvous->rank : 0; }
   [[nodiscard]] int world_size() const { return rendezvous ? rendezvous->world_size : 1; }
 };
@@ -147,23 +149,20 @@ struct Workload {
   Workload() = default;
   Workload(const Workload&) = delete;
   Workload& operator=(const Workload&) = delete;
-  ~Workload() {
-    // Rank 0 ends the other ranks before its process group closes: a rank
-    // that sees the group close would report a failure that is none.
-    if (companions != nullptr) companions->stop();
-  }
-  Companions* companions = nullptr;
+  ~Workload() = default;
   std::unique_ptr<Loader> loader;
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   const PluginDescriptor* optimizer_plugin = nullptr;  // names it when LibTorch's step throws
   std::unique_ptr<BatchSource> batches;
   std::int64_t batch_size = 0;
-  // Data-parallel runs: the group, the hook and the gradient reducer.
+  // Data-parallel runs: the group, the hook and the gradient synchronisation
+  // (the sync is declared last of the three: it goes first).
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   std::unique_ptr<CommHook> comm_hook;
-  std::unique_ptr<GradientReducer> reducer;
-  std::int64_t comm_bytes = 0;  // sent by the last step's reduction
+  std::unique_ptr<GradientSync> sync;
+  std::vector<CommStep> comm_steps;  // one per step, as out.samples
+  bool gradients_computed = false;   // set by the sync when backward only communicates
   // Weights: the file read at start (and the names strict = false skipped).
   std::optional<store::RunFile> init_file;
   std::vector<std::string> skipped;
@@ -241,6 +240,53 @@ LoaderContext loader_context(const Experiment& exp, std::uint64_t seed, std::int
   throw Error(exp.where_of("data." + e.key()), e.what(), e.hint());
 }
 
+// A data-parallel run's process group and gradient synchronisation. Every
+// rank starts from rank 0's parameters and buffers, as DDP does.
+void build_sync(Workload& w, const Experiment& exp, const PluginHost& host, const RankInfo& rank) {
+  try {
+    w.group = make_process_group(exp.distributed.backend, *rank.rendezvous, store_of(*rank.link));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The usual cause: a rank that never came (a wrong port, a node that did not start).
+    const std::vector<int> missing = rank.link->missing_ranks();
+    if (missing.empty()) throw;
+    std::vector<std::string> names;
+    for (int r : missing) names.push_back(std::to_string(r));
+    throw Error("the rendezvous timed out after " +
+                    std::to_string(rank.rendezvous->timeout.count() / 1000) + " s: rank" +
+                    (names.size() == 1 ? " " : "s ") + join(names, ", ") + " of " +
+                    std::to_string(rank.world_size()) + " never joined (" +
+                    message_of(e).substr(0, message_of(e).find('\n')) + ")",
+                "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE, or "
+                "raise [distributed] timeout",
+                ErrorKind::run);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  std::vector<torch::Tensor> parameters, buffers, everything;
+  for (const auto& item : w.model->module().named_parameters())
+    if (item.value().requires_grad()) {
+      named.emplace_back(item.key(), item.value());
+      parameters.push_back(item.value());
+    }
+  for (const auto& b : w.model->module().buffers()) buffers.push_back(b);
+  everything = parameters;
+  everything.insert(everything.end(), buffers.begin(), buffers.end());
+  broadcast_from_rank0(everything, w.group);
+  w.comm_hook = host.make_comm_hook(exp.comm_hook->plugin, exp.comm_hook->options);
+  const DistributedSettings& d = exp.distributed;
+  SyncOptions options;
+  options.bucket_bytes = static_cast<std::int64_t>(d.bucket_mb * 1024.0 * 1024.0);
+  options.first_bucket_bytes = static_cast<std::int64_t>(d.first_bucket_mb * 1024.0 * 1024.0);
+  options.find_unused_parameters = d.find_unused_parameters;
+  options.gradient_as_bucket_view = d.gradient_as_bucket_view;
+  options.static_graph = d.static_graph;
+  options.broadcast_buffers = d.broadcast_buffers;
+  w.sync = d.reducer == "after_backward"
+               ? make_after_backward_sync(parameters, buffers, w.group, *w.comm_hook, options)
+               : make_ddp_sync(named, buffers, w.group, *w.comm_hook, options);
+}
+
 void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint64_t seed,
            torch::Device device, const RankInfo& rank) {
   ModelContext model_context;
@@ -288,19 +334,7 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
     w.optimizer_plugin = host.find(PluginKind::optimizer, exp.optimizer->plugin);
     w.recipe->attach(*w.optimizer, optimizer_context.parameters);
   }
-  if (rank.rendezvous != nullptr) {
-    // Every rank starts from rank 0's parameters, as DDP does.
-    w.group = make_process_group(exp.distributed.backend, *rank.rendezvous);
-    std::vector<torch::Tensor> parameters;
-    for (const auto& p : w.model->module().parameters())
-      if (p.requires_grad()) parameters.push_back(p);
-    broadcast_parameters(parameters, *w.group);
-    w.comm_hook = host.make_comm_hook(exp.comm_hook->plugin, exp.comm_hook->options);
-    w.reducer = std::make_unique<GradientReducer>(
-        std::move(parameters),
-        static_cast<std::int64_t>(exp.distributed.bucket_mb * 1024.0 * 1024.0), *w.comm_hook,
-        *w.group);
-  }
+  if (rank.rendezvous != nullptr) build_sync(w, exp, host, rank);
 }
 
 // Summaries of the measured (non-warm-up) samples, one per phase that was timed.
@@ -336,6 +370,36 @@ void add_throughput(RunOutcome& out, std::int64_t batch_size) {
         {"samples_per_s", static_cast<double>(measured * batch_size) / (wall_ns * 1e-9), "1/s"});
 }
 
+// A data-parallel run's communication over its measured steps: the total
+// time per step from the first bucket handed to the hook to the last one
+// done (summary comm_total; the comm phase is the part backward did not
+// hide), the gradient bytes, the bytes the hook sent for them (payload) and
+// their ratio, and a ring-allreduce estimate of the bytes on the wire.
+void add_comm_metrics(RunOutcome& out, const Workload& w, std::int64_t world) {
+  std::vector<double> spans;
+  double gradient = 0, payload = 0;
+  std::int64_t steps = 0;
+  for (std::size_t i = 0; i < w.comm_steps.size() && i < out.samples.size(); ++i) {
+    if (out.samples[i].warmup) continue;
+    const CommStep& c = w.comm_steps[i];
+    if (c.span_ns >= 0) spans.push_back(c.span_ns);
+    gradient += static_cast<double>(c.bucket_bytes);
+    payload += static_cast<double>(c.payload_bytes);
+    ++steps;
+  }
+  out.metrics.push_back({"world_size", static_cast<double>(world), "count"});
+  out.metrics.push_back({"comm_buckets", static_cast<double>(w.sync->bucket_count()), "count"});
+  if (!spans.empty()) out.summaries.push_back(store::summarize("comm_total", "ns", std::move(spans)));
+  if (steps == 0) return;
+  gradient /= static_cast<double>(steps);
+  payload /= static_cast<double>(steps);
+  const double n = static_cast<double>(world);
+  out.metrics.push_back({"comm_gradient_bytes_per_step", gradient, "B"});
+  out.metrics.push_back({"comm_payload_bytes_per_step", payload, "B"});
+  out.metrics.push_back({"comm_bytes_per_step", world > 1 ? 2.0 * payload * (n - 1) / n : 0.0, "B"});
+  if (payload > 0) out.metrics.push_back({"compression_ratio", gradient / payload, ""});
+}
+
 // What the input pipeline could do and did: its capacity in samples/s with
 // its workers (never waiting on the training loop), the fraction of its
 // workers' time spent making batches, and the samples it skipped.
@@ -367,14 +431,21 @@ Batch next_batch(Workload& w, PhaseClock& clock) {
 }
 
 // One training step, the same on every rank: per micro-batch data, forward
-// and backward (the phases sum over the micro-batches); the gradient
-// reduction of a data-parallel run once, after the last micro-batch (DDP's
-// no_sync on the others); then the recipe (unscale, clip, lr) and the
-// optimizer. Returns the step's loss: the mean over its micro-batches.
+// and backward (the phases sum over the micro-batches); then the recipe
+// (unscale, clip, lr) and the optimizer. Returns the step's loss: the mean
+// over its micro-batches.
+//
+// A data-parallel run synchronises gradients in the last micro-batch only
+// (DDP's no_sync on the others). With the Reducer, backward ends when the
+// last bucket is handed to the hook (every gradient computed), and the rest
+// of backward is the comm phase: the communication backward did not hide.
+// With reducer = "after_backward" the comm phase is the reduction after it.
 torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
   torch::optim::Optimizer& optimizer = w.optimizer->get();
   torch::Tensor step_loss;
   for (std::int64_t micro = 0; micro < w.accumulate; ++micro) {
+    const bool sync = micro == w.accumulate - 1;
+    if (w.sync) w.sync->before_forward(sync);
     const Batch batch = next_batch(w, clock);
     torch::Tensor loss;
     {
@@ -384,9 +455,21 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
     }
     if (w.accumulate > 1) loss = loss / static_cast<double>(w.accumulate);
     clock.end_phase(Phase::forward);
-    if (micro == 0) call_plugin(*w.optimizer_plugin, "zero_grad", [&] { optimizer.zero_grad(); });
-    w.recipe->loss_for_backward(loss).backward();
-    clock.end_phase(Phase::backward);
+    if (micro == 0) {
+      // Gradients that are views of the Reducer's buckets are zeroed in
+      // place: LibTorch's default (set to none) would drop the views.
+      const bool set_to_none = !(w.sync && w.sync->gradients_are_bucket_views());
+      call_plugin(*w.optimizer_plugin, "zero_grad", [&] { optimizer.zero_grad(set_to_none); });
+    }
+    torch::Tensor backward_loss = w.recipe->loss_for_backward(loss);
+    w.gradients_computed = false;
+    if (w.sync) w.sync->before_backward(backward_loss, sync);
+    backward_loss.backward();
+    if (!w.gradients_computed) clock.end_phase(Phase::backward);
+    if (w.sync) {
+      w.sync->after_backward(sync);
+      if (sync) clock.end_phase(Phase::comm);
+    }
     if (micro == 0) {
       step_loss = loss;  // no extra op when the step is one micro-batch
     } else {
@@ -394,10 +477,7 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
       step_loss = step_loss + loss;
     }
   }
-  if (w.reducer) {
-    w.comm_bytes = w.reducer->reduce();
-    clock.end_phase(Phase::comm);
-  }
+  if (w.sync) w.comm_steps.push_back(w.sync->take_step());
   if (w.recipe->before_step(step))
     call_plugin(*w.optimizer_plugin, "step", [&] { optimizer.step(); });
   w.recipe->after_step();
@@ -434,9 +514,19 @@ void add_recipe_metrics(RunOutcome& out, const Recipe& recipe) {
   }
 }
 
+// With the Reducer, backward's phase ends when every gradient is computed.
+void mark_backward_end(Workload& w, PhaseClock& clock) {
+  if (!w.sync) return;
+  w.sync->on_gradients_computed([&w, &clock] {
+    clock.end_phase(Phase::backward);
+    w.gradients_computed = true;
+  });
+}
+
 void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
   const Experiment& exp = *request.experiment;
   w.model->module().train();
+  mark_backward_end(w, clock);
   std::int64_t evaluated_at = -1;
   // After each recorded step, outside its timing: what the recipe did (a
   // read of the device), then a held-out evaluation when one is due.
@@ -566,12 +656,13 @@ std::uint64_t run_seed(const Experiment& experiment, std::int64_t) {
 
 namespace {
 
-// The device of this rank: with NCCL, rank r uses CUDA device r.
+// The device of this rank: with NCCL, local rank r uses CUDA device r.
 torch::Device rank_device(const std::string& device_name, const RankInfo& rank) {
   torch::Device device(device_name);
 #ifdef RUNNER_WITH_CUDA
   if (device.is_cuda() && rank.rendezvous != nullptr) {
-    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.rank()));
+    const int local = rank.rendezvous->local_rank >= 0 ? rank.rendezvous->local_rank : rank.rank();
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local));
     c10::cuda::set_device(device.index());
   }
 #else
@@ -580,8 +671,50 @@ torch::Device rank_device(const std::string& device_name, const RankInfo& rank) 
   return device;
 }
 
-// One rank's run (the only rank outside [distributed]): build, loop, summarise.
-RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
+// Straggler figures of a data-parallel run from every rank's step times:
+// per step, the slowest rank's time and the median rank's (in the samples;
+// over the measured steps, the summaries rank_step_max, rank_step_median
+// and straggler_ratio, their ratio per step), and which rank was the
+// slowest most often.
+void add_straggler_metrics(RunOutcome& out, std::vector<std::vector<double>> per_rank) {
+  per_rank[0].clear();
+  for (const auto& sample : out.samples) per_rank[0].push_back(sample.wall_ns);
+  std::vector<std::vector<double>> reported;
+  std::vector<std::size_t> ranks;  // which rank each row of `reported` is
+  for (std::size_t r = 0; r < per_rank.size(); ++r)
+    if (!per_rank[r].empty()) {
+      reported.push_back(std::move(per_rank[r]));
+      ranks.push_back(r);
+    }
+  out.metrics.push_back({"ranks_reporting_times", static_cast<double>(reported.size()), "count"});
+  const StragglerSteps steps =
+      straggler_steps(reported, std::vector<bool>(out.samples.size(), true));
+  std::vector<double> max, median, ratio;
+  std::vector<std::int64_t> slowest_count(per_rank.size());
+  for (std::size_t i = 0; i < steps.max_ns.size(); ++i) {
+    store::Sample& sample = out.samples[i];
+    sample.rank_max_ns = steps.max_ns[i];
+    sample.rank_median_ns = steps.median_ns[i];
+    if (sample.warmup) continue;
+    max.push_back(steps.max_ns[i]);
+    median.push_back(steps.median_ns[i]);
+    ratio.push_back(steps.median_ns[i] > 0 ? steps.max_ns[i] / steps.median_ns[i] : 1.0);
+    ++slowest_count[ranks[static_cast<std::size_t>(steps.slowest_rank[i])]];
+  }
+  if (max.empty()) return;
+  const double measured = static_cast<double>(max.size());
+  out.summaries.push_back(store::summarize("rank_step_max", "ns", std::move(max)));
+  out.summaries.push_back(store::summarize("rank_step_median", "ns", std::move(median)));
+  out.summaries.push_back(store::summarize("straggler_ratio", "", std::move(ratio)));
+  const auto most = std::max_element(slowest_count.begin(), slowest_count.end());
+  out.metrics.push_back({"slowest_rank", static_cast<double>(most - slowest_count.begin()), ""});
+  out.metrics.push_back({"slowest_rank_share", static_cast<double>(*most) / measured, ""});
+}
+
+// One rank's run (the only rank outside [distributed]): build, loop,
+// summarise. `own_failure` is set when the run failed by its own fault (an
+// error of runner, a plugin or the data), not by a collective.
+RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_failure = nullptr) {
   const Experiment& exp = *request.experiment;
   RunOutcome out;
   out.status = store::RunStatus::finished;
@@ -598,8 +731,11 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
       cuda_index = device.index() < 0 ? 0 : device.index();
       recipes::cuda_memory::reset_peak(*cuda_index);
     }
+    {
     Workload w;
-    w.companions = rank.companions;
+    // A failure of this rank's own is recorded before its process group
+    // closes: the other ranks then read why their collectives broke.
+    try {
     build(w, exp, *request.host, seed, device, rank);
     if (w.init_file) {
       out.files.push_back(*w.init_file);
@@ -630,12 +766,7 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
     if (w.batches->from_loader())
       add_pipeline_metrics(out, w.batches->pipeline().stats(), w.loader->skipped(),
                            exp.data_settings.on_error == "skip");
-    if (w.reducer) {
-      out.metrics.push_back({"world_size", static_cast<double>(world), "count"});
-      out.metrics.push_back(
-          {"comm_buckets", static_cast<double>(w.reducer->bucket_count()), "count"});
-      out.metrics.push_back({"comm_bytes_per_step", static_cast<double>(w.comm_bytes), "B"});
-    }
+    if (w.sync) add_comm_metrics(out, w, world);
     double samples_per_s = std::nan("");
     for (const auto& m : out.metrics)
       if (m.name == "samples_per_s") samples_per_s = m.value;
@@ -650,9 +781,20 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
       if (request.peak_flop_per_s && *request.peak_flop_per_s > 0)
         out.metrics.push_back({"fraction_of_peak", achieved / *request.peak_flop_per_s, ""});
     }
+    // The other ranks stop where rank 0 stopped (they learn it when its
+    // process group closes, at the end of this scope, if not before).
+    if (rank.link) rank.link->finish(static_cast<std::int64_t>(out.samples.size()));
+    } catch (const Error& e) {
+      if (rank.link) rank.link->fail(e.what());
+      throw;
+    }
+    }
+    if (rank.link) add_straggler_metrics(out, rank.link->collect_step_times());
   } catch (const Error& e) {
     out.status = store::RunStatus::failed;
     out.error = e.what();
+    if (own_failure) *own_failure = true;
+    if (rank.link) rank.link->fail(out.error);
   } catch (const std::exception& e) {
     out.status = store::RunStatus::failed;
     out.error = message_of(e);
@@ -671,84 +813,169 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank) {
   return out;
 }
 
-// Ranks 1..N-1: the same steps as rank 0, unmeasured, until rank 0 ends the
-// run (it kills them). Returns only on failure, with the reason, or with ""
-// when the failure is the teardown's: once rank 0 has begun to stop the
-// ranks, a collective fails because a sibling was killed, not by its own fault.
+// The steps the other ranks run without hearing from rank 0: all of them
+// when the warm-up is a fixed count; with "auto" warm-up, until rank 0 ends
+// the run (its process group closes and the next collective fails).
+std::int64_t steps_to_run(const Experiment& exp) {
+  if (exp.train.warmup < 0) return std::numeric_limits<std::int64_t>::max();
+  return exp.train.warmup + exp.train.steps;
+}
+
+// Ranks 1..N-1: the same steps as rank 0, each timed for the straggler
+// figures but not recorded, until the count rank 0 ran. Returns "" when the
+// run ended normally, else this rank's failure. A failure caused by another
+// rank (a collective broken because that rank died or failed) returns ""
+// when `quiet_when_caused` (rank 0 reports the cause), else the cause.
 std::string run_worker(const RunRequest& request, const Rendezvous& rendezvous,
-                       const Companions& ranks) {
-  // Never destroyed: this process reports a failure and _exits. Closing the
-  // process group first would let rank 0 see the connection drop and kill
-  // this rank before its reason is written.
-  auto* workload = new Workload;
+                       const Companions* companions) {
+  const Experiment& exp = *request.experiment;
+  std::unique_ptr<RankLink> link;
+  std::vector<double> times;
+  const auto end_normally = [&](std::int64_t steps) {
+    times.resize(std::min(times.size(), static_cast<std::size_t>(std::max<std::int64_t>(steps, 0))));
+    link->post_step_times(times);
+    return std::string();
+  };
   try {
-    const Experiment& exp = *request.experiment;
-    const RankInfo rank{&rendezvous, nullptr};
+    link = std::make_unique<RankLink>(rendezvous);
+    const RankInfo rank{&rendezvous, link.get()};
     const std::uint64_t seed = run_seed(exp, request.repeat_index);
     torch::manual_seed(seed);
     const std::string device_name = resolve_device(exp.device.type);
-    Workload& w = *workload;
-    build(w, exp, *request.host, seed, rank_device(device_name, rank), rank);
-    w.model->module().train();
-    auto clock = make_phase_clock(device_name);
-    // A diverging loss is rank 0's to report: the parameters are the same everywhere.
-    for (std::int64_t step = 0;; ++step) {
-      clock->begin_step();
-      (void)train_step(w, *clock, step);
-      (void)clock->end_step();
+    {
+      Workload w;
+      try {
+        build(w, exp, *request.host, seed, rank_device(device_name, rank), rank);
+        w.model->module().train();
+        auto clock = make_phase_clock(device_name);
+        mark_backward_end(w, *clock);
+        // A diverging loss is rank 0's to report: the parameters are the same everywhere.
+        const std::int64_t limit = steps_to_run(exp);
+        for (std::int64_t step = 0; step < limit; ++step) {
+          clock->begin_step();
+          (void)train_step(w, *clock, step);
+          times.push_back(clock->end_step().wall_ns);
+        }
+      } catch (const Error& e) {
+        link->fail(e.what());  // before the group closes: the others read it
+        throw;
+      }
+    }
+    // Rank 0 may still evaluate or save weights: wait as long as it lives.
+    for (;;) {
+      if (const auto done = link->finished_steps(rendezvous.timeout)) return end_normally(*done);
+      if (link->lost(0))
+        return "lost " + link->describe(0) + " after this rank's last step: no heartbeat";
     }
   } catch (const Error& e) {
-    return ranks.stopping() ? std::string() : std::string(e.what());
+    if (companions != nullptr && companions->stopping()) return "";
+    if (!link) return e.what();
+    link->fail(e.what());
+    // Forked ranks: rank 0 reports it from the store (a crash, which leaves
+    // nothing there, from the rank's exit status).
+    return companions != nullptr ? std::string() : std::string(e.what());
   } catch (const std::exception& e) {
-    return ranks.stopping() ? std::string() : message_of(e);
+    if (companions != nullptr && companions->stopping()) return "";
+    if (!link) return message_of(e);
+    // The usual end with "auto" warm-up: rank 0 finished and closed its group.
+    if (const auto done = link->finished_steps(std::chrono::milliseconds(0)))
+      return end_normally(*done);
+    const std::string raw = message_of(e);
+    const std::string why = link->explain_failure();
+    if (const auto done = link->finished_steps(std::chrono::milliseconds(0)))
+      return end_normally(*done);
+    if (why.empty()) {
+      link->fail(raw);
+      return companions != nullptr ? std::string() : raw;
+    }
+    // Another rank's failure: rank 0 reports it (a forked rank stays quiet).
+    if (companions != nullptr) return "";
+    return why + " (rank " + std::to_string(rendezvous.rank) + ": " +
+           raw.substr(0, raw.find('\n')) + ")";
   }
 }
 
-// A [distributed] run: rank 0 is this process, which measures and reports;
-// ranks 1..N-1 are forked from it before it runs any operator (so no thread
-// exists yet), meet it through a FileStore, and train in lockstep with it.
+// The final error of a failed data-parallel run, from rank 0's: what the
+// forked ranks reported, else what the store says about the other ranks
+// (a rank's recorded failure, a rank whose heartbeat stopped).
+std::string explain_distributed_failure(const RunOutcome& out, bool own_failure, RankLink* link,
+                                        Companions* companions) {
+  std::string why;
+  if (!own_failure && link != nullptr) {
+    why = link->explain_failure();  // before the forked ranks are stopped
+    if (why.empty()) link->fail(out.error);
+  }
+  // What the store says first; then how forked ranks ended, when that says
+  // more (a crash: "rank 1 was killed by signal 11 (Segmentation fault)").
+  std::string error = why;
+  if (companions != nullptr) {
+    companions->stop();
+    for (const auto& f : companions->failures()) error += (error.empty() ? "" : "; ") + f;
+  }
+  if (error.empty()) return out.error;
+  return error + " (rank 0: " + out.error + ")";
+}
+
+// A [distributed] run. Rank 0 is this process, which measures and reports.
+// Without a launcher, ranks 1..N-1 are forked from it before it runs any
+// operator (so no thread exists yet) and meet it through a FileStore; in a
+// launched job they are processes of the job (execute_rank), met through
+// the job's TCPStore.
 RunOutcome run_distributed(const RunRequest& request) {
   const Experiment& exp = *request.experiment;
   Rendezvous rendezvous;
-  rendezvous.world_size = static_cast<int>(exp.distributed.world_size);
-  rendezvous.timeout = std::chrono::milliseconds(
-      static_cast<std::int64_t>(exp.distributed.timeout_s * 1000.0));
-  const std::filesystem::path store =
-      std::filesystem::temp_directory_path() /
-      ("runner-rendezvous-" + std::to_string(::getpid()) + ".store");
+  std::filesystem::path store;
   std::error_code ignored;
-  std::filesystem::remove(store, ignored);
-  rendezvous.store_path = store.string();
-
+  if (request.job) {
+    rendezvous = *request.job;
+  } else {
+    rendezvous.world_size = static_cast<int>(exp.distributed.world_size);
+    rendezvous.timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(exp.distributed.timeout_s * 1000.0));
+    store = std::filesystem::temp_directory_path() /
+            ("runner-rendezvous-" + std::to_string(::getpid()) + ".store");
+    std::filesystem::remove(store, ignored);
+    rendezvous.store_path = store.string();
+  }
   // Before the first rank is forked, so every rank inherits it.
   const IgnoredSignal no_broken_pipe(SIGPIPE);
-  Companions companions;
+  std::optional<Companions> companions;
   RunOutcome out;
+  bool own_failure = false;
+  std::unique_ptr<RankLink> link;
   try {
-    for (int r = 1; r < rendezvous.world_size; ++r) {
-      Rendezvous mine = rendezvous;
-      mine.rank = r;
-      companions.spawn("rank " + std::to_string(r),
-                       [&request, mine, &companions] {
-                         return run_worker(request, mine, companions);
-                       });
+    if (!request.job) {
+      companions.emplace();
+      for (int r = 1; r < rendezvous.world_size; ++r) {
+        Rendezvous mine = rendezvous;
+        mine.rank = r;
+        companions->spawn("rank " + std::to_string(r), [&request, mine, &companions] {
+          return run_worker(request, mine, &*companions);
+        });
+      }
     }
-    out = run_rank(request, RankInfo{&rendezvous, &companions});
+    link = std::make_unique<RankLink>(rendezvous);
+    out = run_rank(request, RankInfo{&rendezvous, link.get()}, &own_failure);
   } catch (const Error& e) {
     out.status = store::RunStatus::failed;
     out.error = e.what();
+    own_failure = true;
+    if (link) link->fail(out.error);
   }
-  companions.stop();  // already done when rank 0 got as far as building
-  std::filesystem::remove(store, ignored);
-  if (!companions.failures().empty() && out.status != store::RunStatus::interrupted) {
-    // The other ranks' failures come first: rank 0 usually fails because of them.
-    std::string error;
-    for (const auto& f : companions.failures()) error += (error.empty() ? "" : "; ") + f;
-    if (out.status != store::RunStatus::finished && !out.error.empty())
-      error += " (rank 0: " + out.error + ")";
-    out.status = store::RunStatus::failed;
-    out.error = error;
+  if (out.status == store::RunStatus::failed) {
+    out.error = explain_distributed_failure(out, own_failure, link.get(),
+                                            companions ? &*companions : nullptr);
+  } else if (companions) {
+    companions->stop();  // they have posted their times and are ending
+    if (!companions->failures().empty() && out.status != store::RunStatus::interrupted) {
+      std::string error;
+      for (const auto& f : companions->failures()) error += (error.empty() ? "" : "; ") + f;
+      out.status = store::RunStatus::failed;
+      out.error = error;
+    }
   }
+  link.reset();
+  if (!store.empty()) std::filesystem::remove(store, ignored);
   return out;
 }
 
@@ -805,6 +1032,11 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
       make_optimizer_context(*stand_in, experiment.total_train_steps(), run_device);
   const std::unique_ptr<Optimizer> optimizer = make_optimizer_for(experiment, host, context);
   recipe.attach(*optimizer, context.parameters);
+}
+
+std::string execute_rank(const RunRequest& request, const Rendezvous& rendezvous) {
+  const IgnoredSignal no_broken_pipe(SIGPIPE);
+  return run_worker(request, rendezvous, nullptr);
 }
 
 RunOutcome execute_run(const RunRequest& request) {

@@ -85,7 +85,13 @@ std::string Experiment::resolved_json() const {
   if (distributed.enabled)
     root["distributed"] = {{"world_size", distributed.world_size},
                            {"backend", distributed.backend},
-                           {"bucket_mb", distributed.bucket_mb}};
+                           {"bucket_mb", distributed.bucket_mb},
+                           {"first_bucket_mb", distributed.first_bucket_mb},
+                           {"reducer", distributed.reducer},
+                           {"find_unused_parameters", distributed.find_unused_parameters},
+                           {"gradient_as_bucket_view", distributed.gradient_as_bucket_view},
+                           {"static_graph", distributed.static_graph},
+                           {"broadcast_buffers", distributed.broadcast_buffers}};
   if (comm_hook) root["comm_hook"] = json_of(*comm_hook);
   if (kind == RunKind::train)
     root["train"] = {{"steps", train.steps}, {"warmup", warmup_of(train.warmup)}};

@@ -497,7 +497,43 @@ const std::vector<SectionSpec>& section_specs() {
                              [](Experiment& e, const OptionValue& v) {
                                e.distributed.backend = str(v);
                              }),
-                  bucket, fixed(collective_timeout)}});
+                  bucket,
+                  number_key("first_bucket_mb", 1.0, 0.001, 4096.0,
+                             "size of the first gradient bucket in MiB (DDP's 1 MiB), "
+                             "once buckets are rebuilt",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.distributed.first_bucket_mb = num(v);
+                             }),
+                  string_key("reducer", "ddp", {"ddp", "after_backward"},
+                             "ddp: c10d::Reducer, communication overlapping backward; "
+                             "after_backward: buckets reduced once backward has finished",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.distributed.reducer = str(v);
+                             }),
+                  boolean_key("find_unused_parameters", false,
+                              "DDP's find_unused_parameters: parameters the step does not use "
+                              "count as ready",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.distributed.find_unused_parameters = bool_of(v);
+                              }),
+                  boolean_key("gradient_as_bucket_view", false,
+                              "DDP's gradient_as_bucket_view: gradients are views of the "
+                              "buckets (no copy, less memory)",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.distributed.gradient_as_bucket_view = bool_of(v);
+                              }),
+                  boolean_key("static_graph", false,
+                              "DDP's static_graph: the same parameters are used every step",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.distributed.static_graph = bool_of(v);
+                              }),
+                  boolean_key("broadcast_buffers", true,
+                              "rank 0's module buffers (batch-norm statistics) before each "
+                              "step's forward, as DDP",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.distributed.broadcast_buffers = bool_of(v);
+                              }),
+                  fixed(collective_timeout)}});
 
     s.push_back({"comm_hook", PluginKind::comm_hook, RunKind::train, {}});
 

@@ -163,10 +163,9 @@ class GuardedCommHook final : public CommHook {
  public:
   GuardedCommHook(std::unique_ptr<CommHook> inner, const PluginDescriptor& plugin)
       : inner_(std::move(inner)), plugin_(plugin) {}
-  CommResult reduce(const torch::Tensor& bucket, std::int64_t bucket_index,
-                    c10d::ProcessGroup& group) override {
-    return call_plugin(plugin_, "reduce",
-                       [&] { return inner_->reduce(bucket, bucket_index, group); });
+  CommLaunch run(c10d::GradBucket& bucket,
+                 const c10::intrusive_ptr<c10d::ProcessGroup>& group) override {
+    return call_plugin(plugin_, "run", [&] { return inner_->run(bucket, group); });
   }
 
  private:

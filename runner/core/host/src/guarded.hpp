@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "runner/host/host.hpp"
+#include "runner/comm_hook.hpp"
 #include "runner/sdk.hpp"
 
 namespace runner::host_detail {

@@ -15,6 +15,7 @@
 #include "runner/common/error.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
+#include "runner/comm_hook.hpp"
 #include "runner/sdk.hpp"
 
 namespace fs = std::filesystem;

@@ -54,6 +54,7 @@ RunOutcome execute_recorded_run(const RunContext& context) {
   request.process_start = context.origin;
   request.stop = context.stop;
   request.on_progress = context.on_progress;
+  request.job = context.job;
   return execute_run(request);
 }
 

@@ -143,7 +143,8 @@ std::optional<Progress> parse_progress_line(const std::string& line) {
 // The request a fresh run process reads: enough to prepare the same trial
 // again and check that it is the same.
 std::string fresh_request(const Slot& slot, const SchedulerOptions& options, std::int64_t run_id,
-                          std::int64_t repeat, Clock::time_point origin) {
+                          std::int64_t repeat, Clock::time_point origin,
+                          const std::optional<Rendezvous>& job) {
   const PreparedExperiment& p = *slot.experiment;
   nlohmann::json request;
   request["db"] = std::filesystem::absolute(options.db).string();
@@ -160,15 +161,21 @@ std::string fresh_request(const Slot& slot, const SchedulerOptions& options, std
   request["environment"] = slot.environment();
   request["origin_ns"] =
       std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
+  if (job)
+    request["job"] = {{"rank", job->rank},           {"world_size", job->world_size},
+                      {"local_rank", job->local_rank}, {"timeout_ms", job->timeout.count()},
+                      {"host", job->host},           {"port", job->port},
+                      {"prefix", job->prefix}};
   return request.dump();
 }
 
 // In the forked child: becomes the fresh run process (execve of the runner
 // with the trial's environment). Returns only when that fails.
 int exec_fresh(const Slot& slot, const SchedulerOptions& options, std::int64_t run_id,
-               std::int64_t repeat, Clock::time_point origin, int reason_fd, int line_fd) {
+               std::int64_t repeat, Clock::time_point origin, const std::optional<Rendezvous>& job,
+               int reason_fd, int line_fd) {
   const Experiment& e = slot.get().experiment;
-  const std::string request = fresh_request(slot, options, run_id, repeat, origin);
+  const std::string request = fresh_request(slot, options, run_id, repeat, origin, job);
   const int memfd = ::memfd_create("runner-run-request", 0);
   if (memfd < 0 || !write_all(memfd, request) || ::lseek(memfd, 0, SEEK_SET) != 0) {
     (void)write_all(reason_fd, std::string("cannot pass the run to a fresh process: ") +
@@ -207,6 +214,9 @@ void execute(const Slot& slot, const SchedulerOptions& options,
   context.host = slot.experiment->host.get();
   context.origin = origin;
   context.on_progress = [&](const Progress& progress) { observer.on_progress(started, progress); };
+  if (options.announce && trial.experiment.kind == RunKind::train &&
+      trial.experiment.distributed.enabled)
+    context.job = options.announce(slot.group, slot.trial, r.repeat, trial);
   if (options.isolation == Isolation::none) {
     context.db = &*connection;
     context.stop = &Interrupts::flag();
@@ -244,8 +254,8 @@ void execute(const Slot& slot, const SchedulerOptions& options,
         reason.read.reset();
         lines.read.reset();
         if (fresh)
-          return exec_fresh(slot, options, run_id, r.repeat, origin, reason.write.get(),
-                            lines.write.get());
+          return exec_fresh(slot, options, run_id, r.repeat, origin, context.job,
+                            reason.write.get(), lines.write.get());
         return run_and_record(options.db, run_id, reason.write.get(), [&](store::Store& db) {
           context.db = &db;
           context.stop = &child_stop_flag();
@@ -318,6 +328,18 @@ int serve_fresh_run(int request_fd, int reason_fd, int line_fd) {
     context.on_progress = [&](const Progress& progress) {
       (void)write_all(line_fd, progress_line(progress));
     };
+    if (request.contains("job")) {
+      const nlohmann::json& j = request.at("job");
+      Rendezvous job;
+      job.rank = j.at("rank").get<int>();
+      job.world_size = j.at("world_size").get<int>();
+      job.local_rank = j.at("local_rank").get<int>();
+      job.timeout = std::chrono::milliseconds(j.at("timeout_ms").get<std::int64_t>());
+      job.host = j.at("host").get<std::string>();
+      job.port = j.at("port").get<int>();
+      job.prefix = j.at("prefix").get<std::string>();
+      context.job = job;
+    }
     return execute_recorded_run(context);
   });
 }

@@ -36,7 +36,6 @@
 #include <utility>
 
 #include "runner/abi.hpp"
-#include "runner/comm_hook.hpp"
 #include "runner/kernel.hpp"
 #include "runner/loader.hpp"
 #include "runner/model.hpp"
@@ -45,6 +44,10 @@
 #include "runner/version.hpp"
 
 namespace runner {
+
+// Comm hooks are declared in comm_hook.hpp, which a comm hook plugin
+// includes (it brings in c10d's headers, which no other kind needs).
+class CommHook;
 
 /// Factory signatures. Each gets validated options (see options.hpp).
 using ModelFactory =

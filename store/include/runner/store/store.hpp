@@ -32,7 +32,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -79,6 +79,10 @@ struct Sample {
   double grad_norm = std::numeric_limits<double>::quiet_NaN();   ///< global L2 norm before clipping
   double loss_scale = std::numeric_limits<double>::quiet_NaN();  ///< amp_fp16: the scale this step used
   int skipped = -1;  ///< amp_fp16: 1 when a non-finite gradient skipped the optimizer step, else 0
+  // A data-parallel run: this step's wall time on the slowest rank and the
+  // median over the ranks (-1: not a data-parallel step, or a rank did not report).
+  double rank_max_ns = -1;
+  double rank_median_ns = -1;
 
   /// The duration of one phase, ns (-1: does not apply).
   [[nodiscard]] double& phase(Phase p) { return phase_ns[phase_index(p)]; }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/engine/rendezvous.hpp"
 #include "runner/experiment/experiment.hpp"
 #include "runner/host/host.hpp"
 #include "runner/store/store.hpp"
@@ -38,6 +39,11 @@ struct RunRequest {
   const std::atomic<bool>* stop = nullptr;
   /// Measured peak FLOP/s of the device (fp32), for fraction_of_peak.
   std::optional<double> peak_flop_per_s;
+  /// A [distributed] run of a launched job (torchrun): this process is rank
+  /// 0 of the group that meets here, and the other ranks are processes of
+  /// the job (execute_rank), not started by runner. Unset: runner forks the
+  /// ranks itself.
+  std::optional<Rendezvous> job;
 };
 
 /// What a run produced. status is never running.
@@ -63,6 +69,12 @@ void configure_runtime(const Experiment& experiment);
 /// Runs one repetition. Plugin and LibTorch failures do not throw: they come
 /// back as status "failed" (or "diverged" for a non-finite loss) with the error text.
 [[nodiscard]] RunOutcome execute_run(const RunRequest& request);
+
+/// Rank `rendezvous.rank` (> 0) of a [distributed] run of a launched job:
+/// builds the same workload, meets the other ranks, runs the steps rank 0
+/// runs, posts its step times, and returns "" — or, when it fails, why
+/// (also recorded in the run's store for rank 0 to report).
+[[nodiscard]] std::string execute_rank(const RunRequest& request, const Rendezvous& rendezvous);
 
 /// Checks, before any run, what only the plugins can tell about
 /// `experiment` on `device` (resolved: "cpu" or "cuda"), and throws

@@ -188,6 +188,12 @@ struct DistributedSettings {
   std::int64_t world_size = 2;     ///< ranks (processes on this machine), >= 1
   std::string backend = "gloo";    ///< "gloo" (CPU tensors) | "nccl" (CUDA tensors)
   double bucket_mb = 25.0;         ///< gradient bucket size in MiB (DDP's bucket_cap_mb), > 0
+  double first_bucket_mb = 1.0;    ///< the first bucket once rebuilt (DDP's 1 MiB), > 0
+  std::string reducer = "ddp";     ///< "ddp" (c10d::Reducer) | "after_backward"
+  bool find_unused_parameters = false;   ///< DDP's option
+  bool gradient_as_bucket_view = false;  ///< DDP's option
+  bool static_graph = false;             ///< DDP's option
+  bool broadcast_buffers = true;         ///< DDP's option: rank 0's buffers before each step
   double timeout_s = 60.0;         ///< collective and rendezvous time limit, seconds
 };
 

@@ -39,6 +39,9 @@ struct RunContext {
   const std::atomic<bool>* stop = nullptr;           ///< raised when the run should stop cleanly
   std::chrono::steady_clock::time_point origin;      ///< for time_to_first_step_s
   std::function<void(const Progress&)> on_progress;  ///< forwards to the observer
+  /// A [distributed] run of a launched job: where its ranks meet (see
+  /// SchedulerOptions::announce). Unset: the run forks its ranks.
+  std::optional<Rendezvous> job;
 };
 
 /// Executes one run inside the run process and returns its outcome (the
@@ -66,6 +69,11 @@ struct SchedulerOptions {
   /// The runner executable a run whose environment differs from this
   /// process's is executed by (see serve_fresh_run); "/proc/self/exe" is this one.
   std::filesystem::path executable = "/proc/self/exe";
+  /// Rank 0 of a launched job (torchrun): called before each [distributed]
+  /// run with (experiment file, trial, repeat), tells the job's other ranks
+  /// to join that run and returns where they meet. Unset: runner forks a
+  /// [distributed] run's ranks itself.
+  std::function<Rendezvous(std::size_t, std::size_t, std::int64_t, const Trial&)> announce;
 };
 
 /// One planned run and what resume decided for it.
