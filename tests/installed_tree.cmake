@@ -24,7 +24,7 @@ unset(ENV{RUNNER_PLUGIN_PATH})
 unset(ENV{RUNNER_DB})
 
 run_step("${runner}" plugins)
-foreach(plugin mlp convnet sgd synthetic allreduce compressed_allreduce)
+foreach(plugin mlp convnet sgd synthetic allreduce fp16_compress bf16_compress powersgd)
   if(NOT step_output MATCHES "[ \n]${plugin} ")
     message(FATAL_ERROR "the installed runner does not list built-in plugin '${plugin}':\n${step_output}")
   endif()
@@ -43,7 +43,7 @@ run_step("${runner}" run "${SOURCE_DIR}/experiments/data_parallel.toml" --db "${
 string(REGEX MATCHALL "finished" finished "${step_output}")
 list(LENGTH finished count)
 if(count LESS 2)
-  message(FATAL_ERROR "both data-parallel trials (allreduce, compressed_allreduce) should "
+  message(FATAL_ERROR "both data-parallel trials (allreduce, fp16_compress) should "
                       "finish from the installed tree:\n${step_output}")
 endif()
 message(STATUS "installed tree: quickstart and data-parallel runs finished")

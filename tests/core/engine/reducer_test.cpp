@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <functional>
 #include <thread>
 
@@ -346,6 +347,38 @@ TEST_F(ReducerTest, ThePluginsComputeWhatDdpsBuiltinHooksCompute) {
     for (std::size_t r = 0; r < 2; ++r)
       for (std::size_t i = 0; i < ours[r].size(); ++i)
         EXPECT_TRUE(torch::equal(ours[r][i], theirs[r][i])) << name << " rank " << r << " param " << i;
+  }
+}
+
+// fp16 and bf16 on the wire: the mean gradient within the precision's
+// rounding of allreduce's (fp16 keeps 11 significant bits, bf16 8), and not
+// equal to it (the values are not exactly representable).
+TEST_F(ReducerTest, CompressedHooksAreWithinTheirPrecisionOfAllreduce) {
+  std::map<std::string, std::vector<std::vector<torch::Tensor>>> got;
+  for (const std::string name : {"allreduce", "fp16_compress", "bf16_compress"}) {
+    auto plugin = hooks(name);
+    got[name].resize(2);
+    const auto errors = on_two_ranks([&](int rank, const Group& group) {
+      const auto r = static_cast<std::size_t>(rank);
+      auto m = model();
+      auto sync = runner::make_ddp_sync(named(m), {}, group, *plugin[r], runner::SyncOptions{});
+      got[name][r] = ddp_step(m, *sync, rank, 0);
+    });
+    ASSERT_EQ(errors, (std::vector<std::string>{"", ""})) << name;
+  }
+  for (const auto& [name, tolerance] :
+       {std::pair{std::string("fp16_compress"), 1e-3}, std::pair{std::string("bf16_compress"), 8e-3}}) {
+    double worst = 0, any = 0;
+    for (std::size_t i = 0; i < got["allreduce"][0].size(); ++i) {
+      const torch::Tensor exact = got["allreduce"][0][i];
+      const torch::Tensor approx = got[name][0][i];
+      const double error = (approx - exact).abs().max().item<double>();
+      worst = std::max(worst, error / exact.abs().max().item<double>());
+      any = std::max(any, error);
+      EXPECT_TRUE(torch::equal(got[name][0][i], got[name][1][i])) << name;  // every rank the same
+    }
+    EXPECT_LE(worst, tolerance) << name;
+    EXPECT_GT(any, 0.0) << name << " is exactly allreduce: the comparison shows nothing";
   }
 }
 
