@@ -711,31 +711,16 @@ void add_straggler_metrics(RunOutcome& out, std::vector<std::vector<double>> per
   out.metrics.push_back({"slowest_rank_share", static_cast<double>(*most) / measured, ""});
 }
 
-// One rank's run (the only rank outside [distributed]): build, loop,
-// summarise. `own_failure` is set when the run failed by its own fault (an
-// error of runner, a plugin or the data), not by a collective.
-RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_failure = nullptr) {
+// Builds the run's workload, runs its loop and computes its figures (into
+// `out`). A failure of this rank's own is recorded in the run's store before
+// the workload, and with it the process group, is destroyed: the other ranks
+// then read why their collectives broke.
+void run_workload(const RunRequest& request, const RankInfo& rank, torch::Device device,
+                  std::uint64_t seed, Clock::time_point run_start, RunOutcome& out) {
   const Experiment& exp = *request.experiment;
-  RunOutcome out;
-  out.status = store::RunStatus::finished;
-  const auto run_start = Clock::now();
-  // Peak memory from here on: the model, its optimizer state, activations.
-  if (recipes::cpu_memory::installed()) recipes::cpu_memory::reset_peak();
-  std::optional<int> cuda_index;
+  const std::string device_name = device.is_cuda() ? "cuda" : "cpu";
+  Workload w;
   try {
-    const std::uint64_t seed = run_seed(exp, request.repeat_index);
-    torch::manual_seed(seed);
-    const std::string device_name = resolve_device(exp.device.type);
-    const torch::Device device = rank_device(device_name, rank);
-    if (device.is_cuda()) {
-      cuda_index = device.index() < 0 ? 0 : device.index();
-      recipes::cuda_memory::reset_peak(*cuda_index);
-    }
-    {
-    Workload w;
-    // A failure of this rank's own is recorded before its process group
-    // closes: the other ranks then read why their collectives broke.
-    try {
     build(w, exp, *request.host, seed, device, rank);
     if (w.init_file) {
       out.files.push_back(*w.init_file);
@@ -782,13 +767,34 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_f
         out.metrics.push_back({"fraction_of_peak", achieved / *request.peak_flop_per_s, ""});
     }
     // The other ranks stop where rank 0 stopped (they learn it when its
-    // process group closes, at the end of this scope, if not before).
+    // process group closes, as this function returns, if not before).
     if (rank.link) rank.link->finish(static_cast<std::int64_t>(out.samples.size()));
-    } catch (const Error& e) {
-      if (rank.link) rank.link->fail(e.what());
-      throw;
+  } catch (const Error& e) {
+    if (rank.link) rank.link->fail(e.what());
+    throw;
+  }
+}
+
+// One rank's run (the only rank outside [distributed]): build, loop,
+// summarise. `own_failure` is set when the run failed by its own fault (an
+// error of runner, a plugin or the data), not by a collective.
+RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_failure = nullptr) {
+  const Experiment& exp = *request.experiment;
+  RunOutcome out;
+  out.status = store::RunStatus::finished;
+  const auto run_start = Clock::now();
+  // Peak memory from here on: the model, its optimizer state, activations.
+  if (recipes::cpu_memory::installed()) recipes::cpu_memory::reset_peak();
+  std::optional<int> cuda_index;
+  try {
+    const std::uint64_t seed = run_seed(exp, request.repeat_index);
+    torch::manual_seed(seed);
+    const torch::Device device = rank_device(resolve_device(exp.device.type), rank);
+    if (device.is_cuda()) {
+      cuda_index = device.index() < 0 ? 0 : device.index();
+      recipes::cuda_memory::reset_peak(*cuda_index);
     }
-    }
+    run_workload(request, rank, device, seed, run_start, out);
     if (rank.link) add_straggler_metrics(out, rank.link->collect_step_times());
   } catch (const Error& e) {
     out.status = store::RunStatus::failed;
