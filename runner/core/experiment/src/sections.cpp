@@ -488,7 +488,8 @@ const std::vector<SectionSpec>& section_specs() {
     collective_timeout.spec.max = kMaxCollectiveTimeoutSeconds;
     s.push_back({"distributed", std::nullopt, RunKind::train,
                  {integer_key("world_size", 2, 1, kMaxWorldSize,
-                              "data-parallel ranks (local processes)",
+                              "data-parallel ranks (forked by runner, or a launched "
+                              "job's WORLD_SIZE)",
                               [](Experiment& e, const OptionValue& v) {
                                 e.distributed.world_size = int_of(v);
                               }),

@@ -182,10 +182,11 @@ struct InferSettings {
   std::string precision = "fp32"; ///< "fp32" | "bf16" | "amp_bf16" | "amp_fp16"
 };
 
-/// [distributed]: data-parallel training over world_size local processes.
+/// [distributed]: data-parallel training over world_size ranks (processes runner
+/// forks, or the processes of a launched job; see docs/distributed.md).
 struct DistributedSettings {
   bool enabled = false;            ///< true when the experiment has a [distributed] section
-  std::int64_t world_size = 2;     ///< ranks (processes on this machine), >= 1
+  std::int64_t world_size = 2;     ///< ranks, >= 1 (a launched job's WORLD_SIZE)
   std::string backend = "gloo";    ///< "gloo" (CPU tensors) | "nccl" (CUDA tensors)
   double bucket_mb = 25.0;         ///< gradient bucket size in MiB (DDP's bucket_cap_mb), > 0
   double first_bucket_mb = 1.0;    ///< the first bucket once rebuilt (DDP's 1 MiB), > 0
