@@ -28,6 +28,7 @@
 #include "runner/host/host.hpp"
 #include "runner/options.hpp"
 #include "support/expect_throw_msg.hpp"
+#include "support/two_ranks.hpp"
 #include "support/python_oracle.hpp"
 
 namespace fs = std::filesystem;
@@ -48,31 +49,7 @@ fs::path scratch(const std::string& suffix) {
                                       std::to_string(counter++) + suffix);
 }
 
-// Runs `body(rank, group)` on two ranks, one thread each; returns their failures.
-std::vector<std::string> on_two_ranks(const std::function<void(int, const Group&)>& body) {
-  const fs::path store = scratch(".store");
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank)
-    threads.emplace_back([&, rank] {
-      try {
-        runner::Rendezvous rendezvous;
-        rendezvous.store_path = store.string();
-        rendezvous.rank = rank;
-        rendezvous.world_size = 2;
-        rendezvous.timeout = std::chrono::milliseconds(20000);
-        Group group = runner::make_process_group("gloo", rendezvous);
-        group->barrier()->wait();  // both connected before either may fail and leave
-        body(rank, group);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(rank)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  std::error_code ignored;
-  fs::remove(store, ignored);
-  return errors;
-}
+using runner::test::on_two_ranks;
 
 std::int64_t numel(const Shape& shape) {
   return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());

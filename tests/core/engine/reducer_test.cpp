@@ -27,6 +27,7 @@
 #include "runner/host/host.hpp"
 #include "runner/options.hpp"
 #include "support/expect_throw_msg.hpp"
+#include "support/two_ranks.hpp"
 
 namespace fs = std::filesystem;
 
@@ -35,38 +36,7 @@ namespace {
 const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
 const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
 
-// Runs `body(rank, group)` on two ranks, one thread each; returns their failures.
-std::vector<std::string> on_two_ranks(
-    const std::function<void(int, const c10::intrusive_ptr<c10d::ProcessGroup>&)>& body) {
-  static int counter = 0;
-  const fs::path store = fs::temp_directory_path() /
-                         ("runner-reducer-test-" + std::to_string(::getpid()) + "-" +
-                          std::to_string(counter++) + ".store");
-  fs::remove(store);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank)
-    threads.emplace_back([&, rank] {
-      try {
-        runner::Rendezvous rendezvous;
-        rendezvous.store_path = store.string();
-        rendezvous.rank = rank;
-        rendezvous.world_size = 2;
-        rendezvous.timeout = std::chrono::milliseconds(20000);
-        auto group = runner::make_process_group("gloo", rendezvous);
-        // Both ranks connected before either runs its body: a rank whose body
-        // throws at once must not close its group while the other still connects.
-        group->barrier()->wait();
-        body(rank, group);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(rank)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  std::error_code ignored;
-  fs::remove(store, ignored);
-  return errors;
-}
+using runner::test::on_two_ranks;
 
 using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
 
