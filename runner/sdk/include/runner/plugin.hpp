@@ -56,7 +56,7 @@ using OptimizerFactory =
     std::function<std::unique_ptr<Optimizer>(const Options&, const OptimizerContext&)>;
 using LoaderFactory =
     std::function<std::unique_ptr<Loader>(const Options&, const LoaderContext&)>;
-using KernelFactory = std::function<std::unique_ptr<Kernel>(const Options&)>;
+using KernelFactory = std::function<KernelCase(const Options&)>;
 using CommHookFactory = std::function<std::unique_ptr<CommHook>(const Options&)>;
 
 /// The narrow interface a library registers its plugins through. Names are
@@ -73,8 +73,7 @@ class Registrar {
   /// Registers a data loader plugin.
   virtual void add_loader(std::string name, std::string help, OptionSchema options,
                           LoaderFactory factory) = 0;
-  /// Registers a kernel plugin. Refused until kernel experiments exist: the host
-  /// rejects the whole library with a message saying so.
+  /// Registers a kernel plugin: one custom op's benchmark (kernel.hpp).
   virtual void add_kernel(std::string name, std::string help, OptionSchema options,
                           KernelFactory factory) = 0;
   /// Registers a gradient communication hook.
@@ -104,6 +103,15 @@ class Registrar {
     OptionSchema schema = options.schema();
     add_loader(std::move(name), std::move(help), std::move(schema),
                LoaderFactory(typed<Loader, Opts>(std::move(options), std::move(factory))));
+  }
+  /// Registers a kernel whose factory takes `const Opts&` and returns its KernelCase.
+  template <typename Opts, typename Factory>
+  void add_kernel(std::string name, std::string help, OptionBinder<Opts> options,
+                  Factory factory) {
+    OptionSchema schema = options.schema();
+    add_kernel(std::move(name), std::move(help), std::move(schema),
+               KernelFactory([binder = std::move(options), factory = std::move(factory)](
+                                 const Options& o) { return factory(binder.read(o)); }));
   }
   /// Registers a comm hook whose factory takes `const Opts&`.
   template <typename Opts, typename Factory>
