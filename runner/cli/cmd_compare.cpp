@@ -368,13 +368,15 @@ int handle_compare(const Args& args, const Global& global) {
   const auto [count_b, fp_b] = fingerprint_of(b);
   const store::FingerprintDiff diff = store::diff_fingerprints(fp_a, fp_b);
 
-  const bool train = a.runs.front().row.kind == RunKind::train;
-  const std::string headline = train ? "step_time" : "latency";
+  const std::string headline = headline_metric(a.runs.front().row.kind);
   constexpr Direction lower = Direction::lower_is_better, higher = Direction::higher_is_better;
   std::vector<MetricSpec> metrics = {{headline, lower, MetricKind::time}};
   for (const store::PhaseInfo& phase : store::kPhases)
     metrics.push_back({phase.name, lower, MetricKind::time});
   metrics.push_back({"samples_per_s", higher, MetricKind::throughput});
+  // Kernel runs (docs/kernels.md): what a call moved and computed per second.
+  metrics.push_back({"bandwidth_bytes_per_s", higher, MetricKind::throughput});
+  metrics.push_back({"flop_per_s", higher, MetricKind::throughput});
   metrics.push_back({"tokens_per_s", higher, MetricKind::throughput});
   // What the input pipeline can make when never blocked (docs/data.md).
   metrics.push_back({"loader_samples_per_s", higher, MetricKind::throughput});

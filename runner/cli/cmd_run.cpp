@@ -95,6 +95,21 @@ double find_metric(const std::vector<store::Metric>& all, const std::string& nam
   return std::nan("");
 }
 
+// The end-of-sweep table's columns for an experiment kind.
+std::vector<std::string> columns(RunKind kind) {
+  switch (kind) {
+    case RunKind::train:
+      return {"run", "trial", "repeat", "status", "step p50", "step p90", "samples/s",
+              "loss final"};
+    case RunKind::infer:
+      return {"run", "trial", "repeat", "status", "latency p50", "p90", "p99", "samples/s"};
+    case RunKind::kernel:
+      return {"run", "trial", "repeat", "status", "call p50", "p90", "GB/s", "of copy BW",
+              "max rel err"};
+  }
+  return {};
+}
+
 // Prints what the scheduler does: a progress line per run (rewritten in
 // place on a terminal), an error line per failed run, a table at the end.
 class PrintingObserver final : public RunObserver {
@@ -102,12 +117,8 @@ class PrintingObserver final : public RunObserver {
   PrintingObserver(const PreparedExperiment& p, const Global& global)
       : PrintingObserver(Sweep{&p}, global) {}
   PrintingObserver(const Sweep& sweep, const Global& global)
-      : sweep_(sweep), global_(global), train_(sweep.front()->first().kind == RunKind::train),
-        terminal_(::isatty(STDERR_FILENO) == 1),
-        table_(train_ ? std::vector<std::string>{"run", "trial", "repeat", "status", "step p50",
-                                                 "step p90", "samples/s", "loss final"}
-                      : std::vector<std::string>{"run", "trial", "repeat", "status",
-                                                 "latency p50", "p90", "p99", "samples/s"}) {}
+      : sweep_(sweep), global_(global), kind_(sweep.front()->first().kind),
+        terminal_(::isatty(STDERR_FILENO) == 1), table_(columns(kind_)) {}
 
   void on_plan(const SweepPlan& plan) override {
     if (plan.marked_interrupted > 0)
@@ -133,9 +144,10 @@ class PrintingObserver final : public RunObserver {
 
   void on_progress(const RunStarted&, const Progress& p) override {
     std::string line =
-        prefix_ + " step " + std::to_string(p.step) + "/" + std::to_string(p.total_steps);
+        prefix_ + (kind_ == RunKind::kernel ? " call " : " step ") + std::to_string(p.step) +
+        "/" + std::to_string(p.total_steps);
     if (!std::isnan(p.last_loss)) line += "  loss " + format_number(p.last_loss);
-    line += "  " + format_number(p.steps_per_s) + " steps/s";
+    line += "  " + format_number(p.steps_per_s) + (kind_ == RunKind::kernel ? " calls/s" : " steps/s");
     if (terminal_) {
       std::cerr << "\r\033[K" << line << std::flush;
     } else {
@@ -152,7 +164,7 @@ class PrintingObserver final : public RunObserver {
         detail.row.status != store::RunStatus::interrupted)
       spdlog::error("run {} ({}, repeat {}) {}: {}", run.started.run_id, trial_name(trial),
                     run.started.repeat, status, detail.error);
-    const store::Summary* wall = find_summary(detail.summaries, train_ ? "step_time" : "latency");
+    const store::Summary* wall = find_summary(detail.summaries, headline_metric(kind_));
     if (wall != nullptr)
       if (const std::string noisy = store::noise_warning(*wall); !noisy.empty())
         spdlog::warn("run {}: {}", run.started.run_id, noisy);
@@ -160,11 +172,19 @@ class PrintingObserver final : public RunObserver {
     if (sweep_.size() > 1) trial_column = trial.experiment.name + " " + trial_column;
     const std::string id = std::to_string(run.started.run_id);
     const std::string repeat = std::to_string(run.started.repeat);
-    if (train_) {
+    if (kind_ == RunKind::train) {
       table_.add({id, trial_column, repeat, status, wall ? format_ns(wall->p50) : "-",
                   wall ? format_ns(wall->p90) : "-",
                   format_number(find_metric(detail.metrics, "samples_per_s")),
                   format_number(find_metric(detail.metrics, "loss_final"))});
+    } else if (kind_ == RunKind::kernel) {
+      const double bandwidth = find_metric(detail.metrics, "bandwidth_bytes_per_s");
+      const double share = find_metric(detail.metrics, "fraction_of_peak_bandwidth");
+      table_.add({id, trial_column, repeat, status, wall ? format_ns(wall->p50) : "-",
+                  wall ? format_ns(wall->p90) : "-",
+                  std::isnan(bandwidth) ? "-" : format_number(bandwidth / 1e9),
+                  std::isnan(share) ? "-" : format_number(100 * share) + " %",
+                  format_number(find_metric(detail.metrics, "max_rel_error"))});
     } else {
       table_.add({id, trial_column, repeat, status, wall ? format_ns(wall->p50) : "-",
                   wall ? format_ns(wall->p90) : "-", wall ? format_ns(wall->p99) : "-",
@@ -219,7 +239,7 @@ class PrintingObserver final : public RunObserver {
 
   Sweep sweep_;
   const Global& global_;
-  bool train_;
+  RunKind kind_;
   bool terminal_;
   Table table_;
   std::string prefix_;
@@ -380,7 +400,9 @@ int handle_validate(const Args& args, const Global& global) {
     Table table({"#", "label", "model", "loader", "optimizer", "device", "config"});
     for (const Trial& t : p.trials) {
       const Experiment& x = t.experiment;
-      table.add({std::to_string(t.index + 1), t.label.empty() ? "-" : t.label, x.model.plugin,
+      // A kernel experiment's "model" is its kernel plugin.
+      const std::string& timed = x.kernel ? x.kernel->plugin : x.model.plugin;
+      table.add({std::to_string(t.index + 1), t.label.empty() ? "-" : t.label, timed,
                  x.data ? x.data->plugin : "-", x.optimizer ? x.optimizer->plugin : "-",
                  p.devices.at(x.device.type), x.config_hash().substr(0, 12)});
     }

@@ -96,7 +96,7 @@ int handle_show(const Args& args, const Global& global) {
     t.print(std::cout);
     for (const auto& s : run->summaries)
       if (const std::string noisy = store::noise_warning(s); !noisy.empty() &&
-          (s.metric == "step_time" || s.metric == "latency"))
+          s.metric == headline_metric(run->row.kind))
         std::cout << "warning: " << noisy << "\n";
   }
   if (!run->metrics.empty()) {

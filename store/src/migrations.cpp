@@ -418,8 +418,6 @@ CREATE TABLE run_attributes (
 ) WITHOUT ROWID;
 )sql";
 
-#undef RUNNER_NOW
-
 constexpr int parse_decimal(const char* text) {
   int value = 0;
   for (; *text != '\0'; ++text) value = value * 10 + (*text - '0');
@@ -445,9 +443,57 @@ ALTER TABLE samples ADD COLUMN rank_max_ns REAL;
 ALTER TABLE samples ADD COLUMN rank_median_ns REAL;
 )sql";
 
-constexpr std::array<const char*, 9> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3,
-                                                    kSchemaV4, kSchemaV5, kSchemaV6,
-                                                    kSchemaV7, kSchemaV8, kSchemaV9};
+// Version 10 (kernel experiments): a run may be of kind 'kernel', whose
+// headline summary is call_time (the overview's p50_ns); the copy bandwidth
+// measured once per fingerprint and device, next to the peak FLOP/s.
+constexpr const char* kSchemaV10 = R"sql(
+CREATE TABLE peak_bandwidth (
+  fingerprint_id INTEGER NOT NULL REFERENCES fingerprints(id) ON DELETE CASCADE,
+  device         TEXT NOT NULL,
+  bytes_per_s    REAL NOT NULL CHECK (bytes_per_s > 0),
+  method         TEXT NOT NULL,
+  measured_at    TEXT NOT NULL DEFAULT )sql" RUNNER_NOW R"sql(,
+  PRIMARY KEY (fingerprint_id, device)
+);
+
+DROP VIEW run_overview;
+CREATE VIEW run_overview AS
+SELECT r.id            AS run_id,
+       e.name          AS experiment,
+       r.trial_id      AS trial_id,
+       t.config_hash   AS config_hash,
+       r.repeat_index  AS repeat_index,
+       r.kind          AS kind,
+       )sql" RUNNER_EFFECTIVE_STATUS("r") R"sql( AS status,
+       r.rank          AS rank,
+       r.started_at    AS started_at,
+       r.finished_at   AS finished_at,
+       round((julianday(r.finished_at) - julianday(r.started_at)) * 86400.0, 3) AS duration_s,
+       s.p50           AS p50_ns,
+       m.value         AS samples_per_s,
+       r.error         AS error,
+       r.status        AS stored_status,
+       t.label         AS label,
+       t.identity      AS identity,
+       r.heartbeat_at  AS heartbeat_at,
+       r.pid           AS pid,
+       r.signal        AS signal,
+       r.uuid          AS uuid
+FROM runs AS r
+JOIN trials AS t ON t.id = r.trial_id
+JOIN experiments AS e ON e.id = t.experiment_id
+LEFT JOIN summaries AS s
+  ON s.run_id = r.id AND s.metric = CASE r.kind WHEN 'infer' THEN 'latency'
+                                                WHEN 'kernel' THEN 'call_time'
+                                                ELSE 'step_time' END
+LEFT JOIN metrics AS m ON m.run_id = r.id AND m.name = 'samples_per_s';
+)sql";
+
+#undef RUNNER_NOW
+
+constexpr std::array<const char*, 10> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
+                                                     kSchemaV5, kSchemaV6, kSchemaV7, kSchemaV8,
+                                                     kSchemaV9, kSchemaV10};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

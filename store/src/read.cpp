@@ -316,4 +316,17 @@ std::optional<double> Store::peak_flop_per_s(std::int64_t fingerprint_id, const 
   });
 }
 
+std::optional<double> Store::peak_bytes_per_s(std::int64_t fingerprint_id,
+                                              const std::string& device) const {
+  return with_context("cannot read the measured bandwidth", [&]() -> std::optional<double> {
+    Statement query(db_.get(),
+                    "SELECT bytes_per_s FROM peak_bandwidth WHERE fingerprint_id = ?1 AND "
+                    "device = ?2");
+    query.bind_int(1, fingerprint_id);
+    query.bind_text(2, device);
+    if (!query.step()) return std::nullopt;
+    return query.real(0, kNaN);
+  });
+}
+
 }  // namespace runner::store

@@ -492,6 +492,20 @@ void Store::set_peak_flop_per_s(std::int64_t fingerprint_id, const std::string& 
   });
 }
 
+void Store::set_peak_bytes_per_s(std::int64_t fingerprint_id, const std::string& device,
+                                 double bytes_per_s, const std::string& method) {
+  with_context("cannot record the measured bandwidth", [&] {
+    Statement insert(db_.get(),
+                     "INSERT OR REPLACE INTO peak_bandwidth (fingerprint_id, device, "
+                     "bytes_per_s, method) VALUES (?1, ?2, ?3, ?4)");
+    insert.bind_int(1, fingerprint_id);
+    insert.bind_text(2, device);
+    insert.bind_real(3, bytes_per_s);
+    insert.bind_text(4, method);
+    insert.run();
+  });
+}
+
 void Store::set_run_fingerprint(std::int64_t run_id, std::int64_t fingerprint_id) {
   with_context("cannot set the fingerprint of run " + std::to_string(run_id), [&] {
     Statement update(db_.get(), "UPDATE runs SET fingerprint_id = ?2 WHERE id = ?1");

@@ -275,9 +275,9 @@ TEST(RunKind, ParsesWhatToStringPrintsAndRejectsEverythingElse) {
   out << RunKind::infer;
   EXPECT_EQ(out.str(), "infer");
   EXPECT_THROW_MSG(static_cast<void>(parse_run_kind("Train")), Error,
-                   "unknown run kind 'Train' (expected train or infer)");
+                   "unknown run kind 'Train' (expected train, infer or kernel)");
   EXPECT_THROW_MSG(static_cast<void>(parse_run_kind("")), Error,
-                   "unknown run kind '' (expected train or infer)");
+                   "unknown run kind '' (expected train, infer or kernel)");
 }
 
 }  // namespace

@@ -40,8 +40,14 @@ void register_plugins(runner::Registrar& r) {
     r.add_model("twice", "registered again (test plugin)", runner::OptionSchema{},
                 failing_factory());
   if (mode == "kernel")
-    r.add_kernel("fused_op", "a kernel (test plugin)", runner::OptionSchema{},
-                 [](const runner::Options&) -> std::unique_ptr<runner::Kernel> { return nullptr; });
+    r.add_kernel("fused_op", "a kernel whose reference throws (test plugin)",
+                 runner::OptionSchema{}, [](const runner::Options&) {
+                   runner::KernelCase kernel;
+                   kernel.reference = [](const runner::KernelInputs&) -> torch::Tensor {
+                     throw std::runtime_error("reference failed on purpose");
+                   };
+                   return kernel;
+                 });
 }
 
 }  // namespace

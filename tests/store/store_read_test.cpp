@@ -234,8 +234,8 @@ TEST_F(StoreTest, UnknownStatusOrKindInTheFileIsAClearError) {
   const std::string where = " WHERE id = " + std::to_string(run);
   const std::string prefix = "database '" + db_path_.string() + "': ";
   // Another client may write anything: no CHECK guards runs.kind.
-  exec_raw(db_path_, "UPDATE runs SET kind = 'kernel'" + where);
-  const std::string bad_kind = prefix + "unknown run kind 'kernel' (expected train or infer)";
+  exec_raw(db_path_, "UPDATE runs SET kind = 'benchmark'" + where);
+  const std::string bad_kind = prefix + "unknown run kind 'benchmark' (expected train, infer or kernel)";
   EXPECT_THROW_MSG(static_cast<void>(store.list_runs()), Error, bad_kind);
   EXPECT_THROW_MSG(static_cast<void>(store.get_run(run)), Error, bad_kind);
   EXPECT_THROW_MSG(static_cast<void>(Store::open_read_only(db_path_).list_runs()), Error, bad_kind);

@@ -175,15 +175,24 @@ TEST(PluginHost, ALibraryRegisteringOneNameTwiceIsRefused) {
             "model plugin 'twice' is registered twice by '" + file.string() + "'");
 }
 
-TEST(PluginHost, KernelPluginsAreRefusedWithTheWholeLibrary) {
+TEST(PluginHost, KernelPluginsAreRegisteredAndTheirFunctionsNameThePlugin) {
   const RegistrationMode mode("kernel");
   const fs::path file = plugin_file("throwing");
-  const runner::Error e = load_error(file);
-  EXPECT_EQ(std::string(e.what()), "plugin library '" + file.string() +
-                                       "' registers kernel plugin 'fused_op', but runner does "
-                                       "not run kernel plugins yet");
-  EXPECT_EQ(e.hint(),
-            "remove the add_kernel call; the library's other plugins are not loaded either");
+  runner::PluginHost host;
+  host.load(file);
+  const runner::PluginDescriptor* kernel = host.find(runner::PluginKind::kernel, "fused_op");
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->help, "a kernel whose reference throws (test plugin)");
+  const runner::KernelCase made = host.make_kernel("fused_op", runner::Options{});
+  EXPECT_FALSE(made.custom);  // what the plugin left empty stays empty
+  try {
+    (void)made.reference({});
+    FAIL() << "the reference did not throw";
+  } catch (const runner::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "kernel plugin 'fused_op' (" + kernel->library +
+                                         ") failed in reference: reference failed on purpose");
+    EXPECT_EQ(e.kind(), runner::ErrorKind::run);
+  }
 }
 
 // --- errors from plugin code name the plugin and its library ----------------------

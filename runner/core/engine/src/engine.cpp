@@ -32,6 +32,7 @@
 #include <numeric>
 
 #include "evaluation.hpp"
+#include "kernel_run.hpp"
 #include "runner/common/strings.hpp"
 #include "recipe.hpp"
 #include "runner/recipes/memory.hpp"
@@ -650,6 +651,25 @@ double measure_peak_flop_per_s(const std::string& device_name) {
          (best_ns * 1e-9);
 }
 
+double measure_peak_bytes_per_s(const std::string& device_name) {
+  const torch::Device device(device_name);
+  const std::int64_t bytes = device.is_cuda() ? (std::int64_t{1} << 30) : (std::int64_t{256} << 20);
+  c10::InferenceMode guard;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  const torch::Tensor src = torch::rand({bytes / 4}, options);
+  torch::Tensor dst = torch::empty({bytes / 4}, options);
+  dst.copy_(src);  // warm-up: first touch of the pages, thread pool
+  auto clock = make_phase_clock(device_name);
+  double best_ns = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 5; ++i) {
+    clock->begin_step();
+    dst.copy_(src);
+    clock->end_phase(Phase::forward);
+    best_ns = std::min(best_ns, clock->end_step().phase_ns[store::phase_index(Phase::forward)]);
+  }
+  return 2.0 * static_cast<double>(bytes) / (best_ns * 1e-9);
+}
+
 std::uint64_t run_seed(const Experiment& experiment, std::int64_t) {
   return static_cast<std::uint64_t>(experiment.seed);
 }
@@ -989,6 +1009,7 @@ RunOutcome run_distributed(const RunRequest& request) {
 
 void check_before_runs(const Experiment& experiment, const PluginHost& host,
                        const std::string& device) {
+  if (experiment.kind == RunKind::kernel) return check_kernel_before_runs(experiment, host, device);
   const torch::Device run_device(device);
   if (!experiment.model_settings.init_from.empty()) {
     // The whole workload, on the CPU: the weights load into the real model.
@@ -1047,6 +1068,7 @@ std::string execute_rank(const RunRequest& request, const Rendezvous& rendezvous
 
 RunOutcome execute_run(const RunRequest& request) {
   const Experiment& exp = *request.experiment;
+  if (exp.kind == RunKind::kernel) return run_kernel(request);
   if (exp.kind == RunKind::train && exp.distributed.enabled) return run_distributed(request);
   return run_rank(request, RankInfo{});
 }

@@ -35,7 +35,7 @@ Json json_of(const PluginChoice& choice) {
   return section;
 }
 
-// -1 stands for "auto" in TrainSettings and InferSettings.
+// -1 stands for "auto" in TrainSettings, InferSettings and KernelSettings.
 Json warmup_of(std::int64_t warmup) { return warmup < 0 ? Json("auto") : Json(warmup); }
 
 }  // namespace
@@ -47,7 +47,17 @@ std::string Experiment::resolved_json() const {
   root["device"] = {{"type", device.type},
                     {"threads", device.threads},
                     {"interop_threads", device.interop_threads}};
-  root["model"] = json_of(model);
+  if (kind != RunKind::kernel) root["model"] = json_of(model);
+  if (kernel) {
+    Json section = json_of(*kernel);
+    section["shape"] = kernel_settings.shape;
+    section["dtype"] = kernel_settings.dtype;
+    section["impl"] = kernel_settings.impl;
+    section["calls"] = kernel_settings.calls;
+    section["warmup"] = warmup_of(kernel_settings.warmup);
+    section["buffers"] = kernel_settings.buffers;
+    root["kernel"] = std::move(section);
+  }
   // Only when set, as below: experiments without weights keep their hashes.
   // The file's bytes identify the trial, not its path.
   if (!model_settings.init_from.empty())
@@ -119,7 +129,8 @@ std::string Experiment::resolved_json() const {
     root["runtime"] = std::move(r);
   }
   const std::string& loop_precision = precision();
-  if (loop_precision != "fp32") root[kind == RunKind::train ? "train" : "infer"]["precision"] = loop_precision;
+  if (loop_precision != "fp32" && kind != RunKind::kernel)
+    root[kind == RunKind::train ? "train" : "infer"]["precision"] = loop_precision;
   if (kind == RunKind::train) {
     if (train.accumulate != 1) root["train"]["accumulate"] = train.accumulate;
     if (train.clip_grad_norm > 0) root["train"]["clip_grad_norm"] = train.clip_grad_norm;

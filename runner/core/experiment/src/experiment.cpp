@@ -88,7 +88,7 @@ class ParsedExperiment {
   };
   struct HostConfig {
     Experiment experiment;
-    std::optional<PendingPlugin> model, data, optimizer, comm_hook;
+    std::optional<PendingPlugin> model, data, optimizer, comm_hook, kernel;
     const Section* distributed = nullptr;  // the [distributed] section, when present
   };
 
@@ -254,6 +254,13 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
   const RunKind kind = config.experiment.kind;
   for (const Section& section : sections) {
     const SectionSpec& spec = *find_section(section.name);
+    // A kernel experiment times one op: no model, no data, no evaluation.
+    if (kind == RunKind::kernel &&
+        (section.name == "model" || section.name == "data" || section.name == "eval"))
+      throw check_.error(section.key_src, *section.node,
+                         "section [" + spec.name + "] is not used by kernel experiments",
+                         "a kernel experiment names its op in [kernel]; remove [" + spec.name +
+                             "] or set kind = \"train\" or \"infer\" in [experiment]");
     if (spec.only_kind && *spec.only_kind != kind)
       throw check_.error(section.key_src, *section.node,
                          "section [" + spec.name + "] is only used by " +
@@ -402,7 +409,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
     case PluginKind::loader: config.data = pending; break;
     case PluginKind::optimizer: config.optimizer = pending; break;
     case PluginKind::comm_hook: config.comm_hook = pending; break;
-    case PluginKind::kernel: break;  // no section names kernels yet
+    case PluginKind::kernel: config.kernel = pending; break;
   }
 }
 
@@ -638,6 +645,31 @@ void ParsedExperiment::read_path_list(const toml::node& node, const std::string&
 }
 
 void ParsedExperiment::check_required_sections(const HostConfig& config) const {
+  if (config.experiment.kind == RunKind::kernel) {
+    if (!config.kernel)
+      throw Error(check_.nowhere(), "kernel experiments need a [kernel] section",
+                  "add [kernel] with a kernel plugin and a shape (e.g. plugin = \"scale\", "
+                  "shape = [4096, 4096]); run 'runner plugins' to see the kernels loaded");
+    const KernelSettings& k = config.experiment.kernel_settings;
+    if (k.shape.empty())
+      throw check_.error(config.kernel->section->key_src, *config.kernel->section->node,
+                         "missing required key 'shape' in [kernel]",
+                         "give the input shape the kernel is timed at, e.g. shape = [4096, 4096]");
+    std::int64_t elements = 1;
+    for (const std::int64_t n : k.shape) {
+      if (elements > kMaxKernelElements / n) {
+        elements = kMaxKernelElements + 1;
+        break;
+      }
+      elements *= n;
+    }
+    if (elements > kMaxKernelElements)
+      throw Error(config.experiment.where_of("kernel.shape"),
+                  "kernel.shape has more than " + std::to_string(kMaxKernelElements) +
+                      " elements",
+                  "a kernel is timed on one device's memory; use a smaller shape");
+    return;
+  }
   if (!config.model)
     throw Error(check_.nowhere(), "missing section [model]",
                 "every experiment names its model: [model] plugin = \"...\"; "
@@ -774,7 +806,8 @@ Experiment ParsedExperiment::resolve(const std::vector<Section>& sections,
                                      const PluginCatalog& catalog) const {
   const HostConfig config = check_host(sections);
   Experiment experiment = config.experiment;
-  experiment.model = resolve_plugin(*config.model, catalog);
+  if (config.model) experiment.model = resolve_plugin(*config.model, catalog);
+  if (config.kernel) experiment.kernel = resolve_plugin(*config.kernel, catalog);
   if (config.data) experiment.data = resolve_plugin(*config.data, catalog);
   if (config.optimizer) experiment.optimizer = resolve_plugin(*config.optimizer, catalog);
   if (config.comm_hook) {

@@ -143,7 +143,9 @@ const std::vector<SectionSpec>& section_specs() {
                                    [](Experiment& e, const OptionValue& v) {
                                      e.description = str(v);
                                    })),
-                  fixed(string_key("kind", "train", {"train", "infer"}, "what the experiment runs",
+                  fixed(string_key("kind", "train", {"train", "infer", "kernel"},
+                                   "what the experiment runs: training steps, inference "
+                                   "batches, or calls of one kernel",
                                    [](Experiment& e, const OptionValue& v) {
                                      e.kind = parse_run_kind(str(v));
                                    })),
@@ -537,6 +539,41 @@ const std::vector<SectionSpec>& section_specs() {
                   fixed(collective_timeout)}});
 
     s.push_back({"comm_hook", PluginKind::comm_hook, RunKind::train, {}});
+
+    // [kernel]: one custom op's benchmark (docs/kernels.md).
+    HostKey shape{spec_of("shape", OptionType::integer_list, std::nullopt,
+                          "the input shape the kernel plugin builds, e.g. [4096, 4096]"),
+                  [](Experiment& e, const OptionValue& v) { e.kernel_settings.shape = ints(v); }};
+    shape.spec.min = 1;
+    shape.spec.max = static_cast<double>(kMaxKernelElements);
+    shape.spec.items(1, kMaxKernelRank);
+    s.push_back({"kernel", PluginKind::kernel, RunKind::kernel,
+                 {shape,
+                  string_key("dtype", "float32", {"float32", "float64", "bfloat16", "float16"},
+                             "the dtype of the inputs and the output",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.kernel_settings.dtype = str(v);
+                             }),
+                  string_key("impl", "custom", {"custom", "native", "eager"},
+                             "custom: the plugin's op; native: the ATen composition into a "
+                             "preallocated output; eager: as user code writes it (allocates)",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.kernel_settings.impl = str(v);
+                             }),
+                  integer_key("calls", 100, 1, kMaxSteps, "measured calls",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.kernel_settings.calls = int_of(v);
+                              }),
+                  warmup_key("warm-up calls before measurement, or \"auto\"",
+                             [](Experiment& e, const OptionValue& v) {
+                               e.kernel_settings.warmup = int_of(v);
+                             }),
+                  integer_key("buffers", 0, 0, kMaxKernelBuffers,
+                              "input and output sets rotated between calls; 0: enough to "
+                              "defeat the last-level cache",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.kernel_settings.buffers = int_of(v);
+                              })}});
 
     HostKey path{spec_of("path", OptionType::string, std::nullopt,
                          "plugin libraries or folders, relative to this file")};

@@ -101,6 +101,32 @@ std::string cpu_caches() {
   return join(caches, " ");
 }
 
+}  // namespace
+
+std::int64_t last_level_cache_bytes() {
+  std::int64_t largest = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    const std::string size = read_first_line(dir + "size");
+    if (size.empty()) break;
+    if (read_first_line(dir + "type") == "Instruction") continue;
+    // "32768K", "1M" or a plain byte count.
+    std::size_t digits = 0;
+    std::int64_t value = 0;
+    while (digits < size.size() && size[digits] >= '0' && size[digits] <= '9' && value < (1LL << 40))
+      value = value * 10 + (size[digits++] - '0');
+    const std::string unit = size.substr(digits);
+    if (unit == "K") value <<= 10;
+    else if (unit == "M") value <<= 20;
+    else if (unit == "G") value <<= 30;
+    else if (!unit.empty()) continue;
+    largest = std::max(largest, value);
+  }
+  return largest;
+}
+
+namespace {
+
 std::string physical_cores() {
   std::ifstream in("/proc/cpuinfo");
   std::set<std::string> cores;

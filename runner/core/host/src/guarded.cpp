@@ -189,5 +189,33 @@ std::unique_ptr<CommHook> guard(std::unique_ptr<CommHook> hook, const PluginDesc
   return std::make_unique<GuardedCommHook>(std::move(hook), plugin);
 }
 
+namespace {
+
+// A function of a kernel case that reports what it throws as its plugin's
+// failure in `what` (a copy of the descriptor: the case may outlive its host).
+template <typename R, typename... Args>
+std::function<R(Args...)> guarded(std::function<R(Args...)> inner, const PluginDescriptor& plugin,
+                                  const char* what) {
+  if (!inner) return inner;
+  return [inner = std::move(inner), plugin, what](Args... args) -> R {
+    return call_plugin(plugin, what, [&]() -> R { return inner(std::forward<Args>(args)...); });
+  };
+}
+
+}  // namespace
+
+KernelCase guard(KernelCase kernel, const PluginDescriptor& plugin) {
+  kernel.check_shape = guarded(std::move(kernel.check_shape), plugin, "check_shape");
+  kernel.make_inputs = guarded(std::move(kernel.make_inputs), plugin, "make_inputs");
+  kernel.make_output = guarded(std::move(kernel.make_output), plugin, "make_output");
+  kernel.custom = guarded(std::move(kernel.custom), plugin, "custom");
+  kernel.native = guarded(std::move(kernel.native), plugin, "native");
+  kernel.reference = guarded(std::move(kernel.reference), plugin, "reference");
+  kernel.differentiable = guarded(std::move(kernel.differentiable), plugin, "differentiable");
+  kernel.bytes_moved = guarded(std::move(kernel.bytes_moved), plugin, "bytes_moved");
+  kernel.flops = guarded(std::move(kernel.flops), plugin, "flops");
+  return kernel;
+}
+
 }  // namespace host_detail
 }  // namespace runner

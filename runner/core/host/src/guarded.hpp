@@ -22,4 +22,8 @@ namespace runner::host_detail {
 [[nodiscard]] std::unique_ptr<CommHook> guard(std::unique_ptr<CommHook> hook,
                                               const PluginDescriptor& plugin);
 
+/// `kernel` with each of its functions guarded likewise (named "custom",
+/// "native", "reference", ...); empty functions stay empty.
+[[nodiscard]] KernelCase guard(KernelCase kernel, const PluginDescriptor& plugin);
+
 }  // namespace runner::host_detail

@@ -41,7 +41,8 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
-using AnyFactory = std::variant<ModelFactory, OptimizerFactory, LoaderFactory, CommHookFactory>;
+using AnyFactory =
+    std::variant<ModelFactory, OptimizerFactory, LoaderFactory, KernelFactory, CommHookFactory>;
 
 struct Entry {
   PluginDescriptor descriptor;
@@ -104,13 +105,10 @@ class HostRegistrar final : public Registrar {
     add(PluginKind::loader, std::move(name), std::move(help), std::move(options),
         std::move(factory));
   }
-  void add_kernel(std::string name, std::string, OptionSchema, KernelFactory) override {
-    // Nothing runs kernel experiments yet; a kernel that could be listed but
-    // never run would be a dead end for its author.
-    throw Error("plugin library '" + libraries_[library_].path.string() +
-                    "' registers kernel plugin '" + name +
-                    "', but runner does not run kernel plugins yet",
-                "remove the add_kernel call; the library's other plugins are not loaded either");
+  void add_kernel(std::string name, std::string help, OptionSchema options,
+                  KernelFactory factory) override {
+    add(PluginKind::kernel, std::move(name), std::move(help), std::move(options),
+        std::move(factory));
   }
   void add_comm_hook(std::string name, std::string help, OptionSchema options,
                      CommHookFactory factory) override {
@@ -302,6 +300,13 @@ std::unique_ptr<Optimizer> PluginHost::make_optimizer(const std::string& name,
 std::unique_ptr<Loader> PluginHost::make_loader(const std::string& name, const Options& options,
                                                 const LoaderContext& context) const {
   return make<LoaderFactory>(impl_->entry(PluginKind::loader, name), options, context);
+}
+
+KernelCase PluginHost::make_kernel(const std::string& name, const Options& options) const {
+  const Entry& e = impl_->entry(PluginKind::kernel, name);
+  const auto& factory = std::get<KernelFactory>(e.factory);
+  KernelCase made = call_plugin(e.descriptor, nullptr, [&] { return factory(options); });
+  return host_detail::guard(std::move(made), e.descriptor);
 }
 
 std::unique_ptr<CommHook> PluginHost::make_comm_hook(const std::string& name,

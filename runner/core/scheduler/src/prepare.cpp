@@ -129,7 +129,8 @@ std::vector<store::PluginRecord> plugin_records(const PluginHost& host, const Ex
     const LoadedLibrary& lib = host.library_of(kind, name);
     records.push_back({to_string(kind), name, lib.path.string(), lib.plugin_version, lib.sha256});
   };
-  add(PluginKind::model, e.model.plugin);
+  if (e.kind != RunKind::kernel) add(PluginKind::model, e.model.plugin);
+  if (e.kernel) add(PluginKind::kernel, e.kernel->plugin);
   if (e.data) add(PluginKind::loader, e.data->plugin);
   if (e.optimizer) add(PluginKind::optimizer, e.optimizer->plugin);
   if (e.comm_hook) add(PluginKind::comm_hook, e.comm_hook->plugin);

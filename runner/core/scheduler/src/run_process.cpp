@@ -46,8 +46,26 @@ RunOutcome execute_recorded_run(const RunContext& context) {
                            device == "cpu" ? "best of 5 fp32 matmuls 1024^3"
                                            : "best of 5 fp32 matmuls 4096^3");
   }
+  // Kernel runs report their bandwidth against the machine's copy bandwidth,
+  // measured the same way: once per fingerprint and device, in a child.
+  std::optional<double> bandwidth;
+  if (exp.kind == RunKind::kernel) {
+    bandwidth = db.peak_bytes_per_s(fingerprint_id, device);
+    if (!bandwidth) {
+      const std::string text =
+          capture_in_child([&] { return std::to_string(measure_peak_bytes_per_s(device)); });
+      bandwidth = parse_double(text);
+      if (!bandwidth || !(*bandwidth > 0))
+        throw Error("the copy bandwidth probe printed '" + text + "', not a positive number", {},
+                    ErrorKind::run);
+      db.set_peak_bytes_per_s(fingerprint_id, device, *bandwidth,
+                              device == "cpu" ? "best of 5 copies of 256 MiB (2x bytes)"
+                                              : "best of 5 copies of 1 GiB (2x bytes)");
+    }
+  }
   RunRequest request;
   request.peak_flop_per_s = peak;
+  request.peak_bytes_per_s = bandwidth;
   request.experiment = &exp;
   request.host = context.host;
   request.repeat_index = context.repeat;

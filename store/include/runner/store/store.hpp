@@ -32,7 +32,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -336,6 +336,12 @@ class Store {
   /// Records a measured peak FLOP/s (how: `method`, e.g. "matmul 2048^3 fp32").
   void set_peak_flop_per_s(std::int64_t fingerprint_id, const std::string& device,
                            const std::string& dtype, double flop_per_s, const std::string& method);
+  /// The copy bandwidth (bytes/s) measured on this fingerprint for a device, if any.
+  [[nodiscard]] std::optional<double> peak_bytes_per_s(std::int64_t fingerprint_id,
+                                                       const std::string& device) const;
+  /// Records a measured copy bandwidth (how: `method`).
+  void set_peak_bytes_per_s(std::int64_t fingerprint_id, const std::string& device,
+                            double bytes_per_s, const std::string& method);
   /// Sets the fingerprint of a run (the run's own process collects it).
   void set_run_fingerprint(std::int64_t run_id, std::int64_t fingerprint_id);
 

@@ -39,6 +39,9 @@ struct RunRequest {
   const std::atomic<bool>* stop = nullptr;
   /// Measured peak FLOP/s of the device (fp32), for fraction_of_peak.
   std::optional<double> peak_flop_per_s;
+  /// Measured copy bandwidth of the device (bytes/s), for a kernel run's
+  /// fraction_of_peak_bandwidth.
+  std::optional<double> peak_bytes_per_s;
   /// A [distributed] run of a launched job (torchrun): this process is rank
   /// 0 of the group that meets here, and the other ranks are processes of
   /// the job (execute_rank), not started by runner. Unset: runner forks the
@@ -77,6 +80,7 @@ void configure_runtime(const Experiment& experiment);
 [[nodiscard]] std::string execute_rank(const RunRequest& request, const Rendezvous& rendezvous);
 
 /// Checks, before any run, what only the plugins can tell about
+/// (kernel experiments: see check_kernel_before_runs in kernel_run.hpp)
 /// `experiment` on `device` (resolved: "cpu" or "cuda"), and throws
 /// runner::Error (input) at the file:line:col responsible:
 ///  - the init_from weights load into its model (the loader and model are
@@ -95,6 +99,12 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
 /// Peak FLOP/s of a device ("cpu" or "cuda") for fp32 matmul, measured now:
 /// the best of five 2n^3 matmuls (n = 1024 on the CPU, 4096 on a GPU).
 [[nodiscard]] double measure_peak_flop_per_s(const std::string& device);
+
+/// Copy bandwidth of a device ("cpu" or "cuda"), measured now: the best of
+/// five copies between two buffers far larger than the last-level cache
+/// (256 MiB each on the CPU, 1 GiB on a GPU), counting each byte read and
+/// written (2x the buffer).
+[[nodiscard]] double measure_peak_bytes_per_s(const std::string& device);
 
 /// Seed of a repetition: every repetition of a trial repeats the same work.
 [[nodiscard]] std::uint64_t run_seed(const Experiment& experiment, std::int64_t repeat_index);

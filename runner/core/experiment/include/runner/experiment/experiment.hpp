@@ -198,6 +198,20 @@ struct DistributedSettings {
   double timeout_s = 60.0;         ///< collective and rendezvous time limit, seconds
 };
 
+/// [kernel]: one custom op's benchmark, checked before it is timed
+/// (kind = "kernel"; docs/kernels.md). The rest of the table are the kernel
+/// plugin's options.
+struct KernelSettings {
+  std::vector<std::int64_t> shape;  ///< the input shape the kernel plugin builds (required)
+  std::string dtype = "float32";    ///< "float32" | "float64" | "bfloat16" | "float16"
+  std::string impl = "custom";      ///< "custom" | "native" | "eager"
+  std::int64_t calls = 100;         ///< measured calls, >= 1
+  std::int64_t warmup = 10;         ///< warm-up calls, >= 0; -1: "auto"
+  /// Input and output sets rotated from call to call; 0: "auto", enough that
+  /// the working set of the others exceeds twice the last-level cache.
+  std::int64_t buffers = 0;
+};
+
 /// A parsed experiment file before plugin options are validated.
 class ParsedExperiment;
 
@@ -230,7 +244,7 @@ struct Experiment {
   DeviceSettings device;
   RuntimeSettings runtime;                  ///< [runtime]
   std::map<std::string, std::string> env;   ///< [env]: variables of the run process
-  PluginChoice model;                       ///< [model], required
+  PluginChoice model;                       ///< [model], required but for kind = "kernel"
   ModelSettings model_settings;             ///< [model] init_from, strict
   std::optional<PluginChoice> data;         ///< [data]; required for train
   DataSettings data_settings;
@@ -241,6 +255,8 @@ struct Experiment {
   EvalSettings eval;                        ///< [eval]
   DistributedSettings distributed;          ///< [distributed] (train only)
   std::optional<PluginChoice> comm_hook;    ///< [comm_hook]; "allreduce" when distributed without one
+  std::optional<PluginChoice> kernel;       ///< [kernel]; required for kind = "kernel"
+  KernelSettings kernel_settings;
   /// [plugins] path, each entry resolved against the folder of the file that writes it
   std::vector<std::filesystem::path> plugin_paths;
   /// Where each host-level key the files write is ("train.precision" -> file:line:col),
@@ -298,6 +314,9 @@ inline constexpr std::int64_t kMaxAccumulate = 4096;          ///< micro-batches
   return measured_steps > 50 ? measured_steps : 50;
 }
 inline constexpr std::int64_t kMaxThreads = 1024;
+inline constexpr std::size_t kMaxKernelRank = 8;               ///< kernel.shape dimensions
+inline constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 32;  ///< product of kernel.shape
+inline constexpr std::int64_t kMaxKernelBuffers = 4096;        ///< kernel.buffers
 inline constexpr std::int64_t kMaxWorldSize = 64;
 inline constexpr std::int64_t kMaxDataWorkers = 64;            ///< data.workers
 inline constexpr std::int64_t kMaxPrefetch = 64;               ///< batches per worker

@@ -51,6 +51,10 @@ struct Fingerprint {
 /// (OMP_*, MKL_*, KMP_*, CUDA_*, CUBLAS_*, NCCL_*, TORCH_*, PYTORCH_*, ...).
 [[nodiscard]] bool is_performance_env_var(const std::string& name);
 
+/// Size in bytes of the largest (last-level) data or unified cache of CPU 0,
+/// from sysfs; 0 when unknown.
+[[nodiscard]] std::int64_t last_level_cache_bytes();
+
 /// 1-minute load average, or -1 if unknown.
 [[nodiscard]] double load_average_1m();
 

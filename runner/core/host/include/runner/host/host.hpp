@@ -18,6 +18,7 @@ class Model;
 class Optimizer;
 class Loader;
 class CommHook;
+struct KernelCase;
 struct ModelContext;
 struct OptimizerContext;
 struct LoaderContext;
@@ -116,8 +117,8 @@ class PluginHost final : public PluginCatalog {
   /// library is loaded: a file that is not a runner plugin of this ABI never
   /// runs. Throws runner::Error (input) for a missing path, a file that is not
   /// a runner plugin, a mismatched or malformed ABI record, a library that
-  /// cannot be loaded, or a failed registration (a duplicate name, a kernel
-  /// plugin, an exception); a failed library registers nothing.
+  /// cannot be loaded, or a failed registration (a duplicate name, an
+  /// exception); a failed library registers nothing.
   void load(const std::filesystem::path& path);
 
   /// Loads libraries (and scans folders) that other users could have written
@@ -147,6 +148,9 @@ class PluginHost final : public PluginCatalog {
                                                     const LoaderContext& context) const;
   [[nodiscard]] std::unique_ptr<CommHook> make_comm_hook(const std::string& name,
                                                          const Options& options) const;
+  /// A kernel plugin's case, every function of it guarded like an instance's
+  /// methods (a failure names the plugin, its library and the function).
+  [[nodiscard]] KernelCase make_kernel(const std::string& name, const Options& options) const;
 
  private:
   struct Impl;
