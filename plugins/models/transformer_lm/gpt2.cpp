@@ -4,6 +4,9 @@
 // head tied to the token embedding (registered once, as
 // transformer.wte.weight; tied_parameters() names the lm_head.weight alias
 // that Python state dicts hold).
+// norm_op and activation_op put custom ops in place of the LayerNorms and of
+// the MLP's bias + GELU; the parameters stay as they are (same names, same
+// state dicts), the ops read them.
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
@@ -16,6 +19,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "transformer_lm.hpp"
@@ -33,6 +37,14 @@ torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
 
 torch::nn::LayerNorm layer_norm(const LmConfig& c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width}).eps(c.norm_eps));
+}
+
+/// A LayerNorm's parameters, applied by ATen or by the norm_op.
+torch::Tensor normalise(torch::nn::LayerNorm& norm, const torch::Tensor& x,
+                        const LmOps& ops) {
+  if (!ops.layernorm) return norm->forward(x);
+  return runner_model_ops::layer_norm(*ops.layernorm, x, norm->weight, norm->bias,
+                                      norm->options.eps());
 }
 
 class Attention : public torch::nn::Module {
@@ -65,33 +77,39 @@ class Mlp : public torch::nn::Module {
  public:
   explicit Mlp(const LmConfig& c)
       : dropout_(c.dropout),
+        bias_gelu_(c.ops.bias_gelu),
         c_fc_(register_module("c_fc", torch::nn::Linear(c.width, c.mlp_hidden))),
         c_proj_(register_module("c_proj", torch::nn::Linear(c.mlp_hidden, c.width))) {}
 
   torch::Tensor forward(const torch::Tensor& x) {
-    const torch::Tensor h = F::gelu(c_fc_->forward(x), F::GELUFuncOptions().approximate("tanh"));
+    const torch::Tensor h =
+        bias_gelu_ ? runner_model_ops::linear_gelu(*bias_gelu_, x, c_fc_->weight, c_fc_->bias, "tanh")
+                   : F::gelu(c_fc_->forward(x), F::GELUFuncOptions().approximate("tanh"));
     return maybe_dropout(c_proj_->forward(h), dropout_, is_training());
   }
 
  private:
   double dropout_;
+  std::optional<c10::TypedOperatorHandle<runner_model_ops::BiasGeluFn>> bias_gelu_;
   torch::nn::Linear c_fc_, c_proj_;
 };
 
 class Block : public torch::nn::Module {
  public:
   explicit Block(const LmConfig& c)
-      : ln_1_(register_module("ln_1", layer_norm(c))),
+      : ops_(c.ops),
+        ln_1_(register_module("ln_1", layer_norm(c))),
         attn_(register_module("attn", std::make_shared<Attention>(c))),
         ln_2_(register_module("ln_2", layer_norm(c))),
         mlp_(register_module("mlp", std::make_shared<Mlp>(c))) {}
 
   torch::Tensor forward(torch::Tensor x) {
-    x = x + attn_->forward(ln_1_->forward(x));
-    return x + mlp_->forward(ln_2_->forward(x));
+    x = x + attn_->forward(normalise(ln_1_, x, ops_));
+    return x + mlp_->forward(normalise(ln_2_, x, ops_));
   }
 
  private:
+  LmOps ops_;
   torch::nn::LayerNorm ln_1_;
   std::shared_ptr<Attention> attn_;
   torch::nn::LayerNorm ln_2_;
@@ -126,7 +144,7 @@ class Gpt2 final : public LanguageModel {
       x = config().checkpoint.applies_to(static_cast<std::int64_t>(i))
               ? runner::checkpoint(blocks_[i], x)
               : blocks_[i]->forward(x);
-    return F::linear(ln_f_->forward(x), wte_->weight);
+    return F::linear(normalise(ln_f_, x, config().ops), wte_->weight);
   }
 
  private:

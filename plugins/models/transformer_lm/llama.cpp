@@ -9,6 +9,14 @@
 // them (non-persistent buffers there), so they are plain members, not
 // registered buffers, computed on the CPU once and copied to the input's
 // device on first use there.
+//
+// norm_op puts a custom op (runner::rmsnorm's schema) in place of every
+// RMSNorm, reading the same weight. Hugging Face's LlamaRMSNorm normalises in
+// float32, casts back to the input's dtype, then multiplies by the weight; an
+// rmsnorm op computes x / rms(x) * weight in one pass. In float32 the two are
+// the same function; in bfloat16 or float16 the op rounds once where Hugging
+// Face rounds the normalised value before the product (about one unit in the
+// last place of difference).
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/init.h>
@@ -17,6 +25,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "transformer_lm.hpp"
@@ -34,10 +43,13 @@ torch::nn::Linear linear(std::int64_t in, std::int64_t out) {
 /// x / rms(x) * weight, normalised in float32 as Hugging Face's LlamaRMSNorm.
 class RmsNorm : public torch::nn::Module {
  public:
-  RmsNorm(std::int64_t width, double eps)
-      : eps_(eps), weight_(register_parameter("weight", torch::ones({width}))) {}
+  explicit RmsNorm(const LmConfig& c)
+      : eps_(c.norm_eps),
+        op_(c.ops.rmsnorm),
+        weight_(register_parameter("weight", torch::ones({c.width}))) {}
 
   torch::Tensor forward(const torch::Tensor& x) {
+    if (op_) return runner_model_ops::rms_norm(*op_, x, weight_, eps_);
     const torch::Tensor x32 = x.to(torch::kFloat);
     const torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps_);
     return weight_ * normed.to(x.scalar_type());
@@ -45,6 +57,7 @@ class RmsNorm : public torch::nn::Module {
 
  private:
   double eps_;
+  std::optional<c10::TypedOperatorHandle<runner_model_ops::RmsNormFn>> op_;
   torch::Tensor weight_;
 };
 
@@ -113,10 +126,9 @@ class Layer : public torch::nn::Module {
   explicit Layer(const LmConfig& c)
       : self_attn_(register_module("self_attn", std::make_shared<Attention>(c))),
         mlp_(register_module("mlp", std::make_shared<Mlp>(c))),
-        input_layernorm_(
-            register_module("input_layernorm", std::make_shared<RmsNorm>(c.width, c.norm_eps))),
-        post_attention_layernorm_(register_module(
-            "post_attention_layernorm", std::make_shared<RmsNorm>(c.width, c.norm_eps))) {}
+        input_layernorm_(register_module("input_layernorm", std::make_shared<RmsNorm>(c))),
+        post_attention_layernorm_(
+            register_module("post_attention_layernorm", std::make_shared<RmsNorm>(c))) {}
 
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin) {
     x = x + self_attn_->forward(input_layernorm_->forward(x), cos, sin);
@@ -139,7 +151,7 @@ class Llama final : public LanguageModel {
       layers_.push_back(std::make_shared<Layer>(c));
       layers->push_back(layers_.back());
     }
-    norm_ = model->register_module("norm", std::make_shared<RmsNorm>(c.width, c.norm_eps));
+    norm_ = model->register_module("norm", std::make_shared<RmsNorm>(c));
     lm_head_ = register_module("lm_head", linear(c.width, c.vocab));
     initialise();
 

@@ -119,7 +119,27 @@ LmConfig resolve(const LmOptions& o, const runner::ModelContext& context) {
   c.rope_theta = o.rope_theta;
   c.dropout = o.dropout;
   c.checkpoint = {o.checkpoint, o.checkpoint_every};
+  namespace ops = runner_model_ops;
+  if (c.llama) {
+    if (!o.activation_op.empty())
+      throw runner::OptionError(
+          "activation_op", "the llama flavour's MLP is SwiGLU (silu(gate_proj(x)) * up_proj(x), "
+                           "no bias): it has no GELU for activation_op = \"" +
+                               o.activation_op + "\" to replace; leave activation_op empty");
+    c.ops.rmsnorm = ops::find_op("norm_op", o.norm_op, ops::kRmsNorm, context);
+  } else {
+    c.ops.layernorm = ops::find_op("norm_op", o.norm_op, ops::kLayerNorm, context);
+    c.ops.bias_gelu = ops::find_op("activation_op", o.activation_op, ops::kBiasGelu, context);
+  }
   return c;
+}
+
+std::map<std::string, std::string> LmOps::provenance() const {
+  std::map<std::string, std::string> out;
+  if (layernorm) out["norm_op"] = runner_model_ops::describe(*layernorm);
+  if (rmsnorm) out["norm_op"] = runner_model_ops::describe(*rmsnorm);
+  if (bias_gelu) out["activation_op"] = runner_model_ops::describe(*bias_gelu);
+  return out;
 }
 
 double forward_flops(const LmConfig& c) {
@@ -221,6 +241,16 @@ void register_plugins(runner::Registrar& registrar) {
       .range(0.0, 0.99);
   runner::add_checkpoint_options(options, &O::checkpoint, &O::checkpoint_every,
                                  "transformer block");
+  options
+      .field("norm_op", &O::norm_op,
+             "custom op for every norm, \"namespace::name\" from a loaded kernel plugin: gpt2 "
+             "takes runner::layernorm's schema, llama runner::rmsnorm's; \"\" = ATen's")
+      .added_later_with_default();
+  options
+      .field("activation_op", &O::activation_op,
+             "gpt2: custom op for the MLP's bias + GELU (tanh), runner::bias_gelu's schema, "
+             "fed c_fc's bias; \"\" = ATen's (llama: must stay empty)")
+      .added_later_with_default();
   registrar.add_model("transformer_lm",
                       "decoder-only causal language model: gpt2 (nanoGPT's names) or llama "
                       "(Hugging Face's LlamaForCausalLM names)",

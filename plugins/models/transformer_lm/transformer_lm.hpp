@@ -11,6 +11,8 @@
 #include <runner/checkpoint.hpp>
 #include <runner/sdk.hpp>
 
+#include "../common/custom_ops.hpp"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -36,6 +38,17 @@ struct LmOptions {
   double dropout = 0.0;
   std::string checkpoint = "none";
   std::int64_t checkpoint_every = 2;
+  std::string norm_op;        // "": ATen's LayerNorm (gpt2) or the model's RMSNorm (llama)
+  std::string activation_op;  // "": ATen's GELU (gpt2; llama has none to replace)
+};
+
+/// The custom ops the options name, looked up and checked (empty: ATen's path).
+struct LmOps {
+  std::optional<c10::TypedOperatorHandle<runner_model_ops::LayerNormFn>> layernorm;  ///< gpt2
+  std::optional<c10::TypedOperatorHandle<runner_model_ops::RmsNormFn>> rmsnorm;      ///< llama
+  std::optional<c10::TypedOperatorHandle<runner_model_ops::BiasGeluFn>> bias_gelu;   ///< gpt2
+  /// Model::provenance: "norm_op" / "activation_op" -> the op's schema and registration.
+  [[nodiscard]] std::map<std::string, std::string> provenance() const;
 };
 
 /// The options resolved against the loader and checked: every size is set.
@@ -53,11 +66,13 @@ struct LmConfig {
   double rope_theta = 0;
   double dropout = 0;
   runner::CheckpointPolicy checkpoint;  ///< which blocks are recomputed in backward
+  LmOps ops;                            ///< custom norm / activation ops
   [[nodiscard]] std::int64_t head_dim() const { return width / heads; }
 };
 
 /// Fills the derived sizes from the loader's data (context) and checks the
-/// combination; throws std::invalid_argument saying what to change.
+/// combination; throws std::invalid_argument saying what to change, or
+/// runner::OptionError for a norm_op or activation_op the model cannot call.
 LmConfig resolve(const LmOptions& options, const runner::ModelContext& context);
 
 /// Forward FLOPs of one sequence of seq_len tokens, counted as
@@ -88,6 +103,8 @@ class LanguageModel : public runner::Model {
   /// perplexity = exp(mean loss per token).
   std::map<std::string, double> finish_evaluation(
       const std::map<std::string, double>& means) override;
+  /// The custom ops it calls, if any (LmOps::provenance).
+  std::map<std::string, std::string> provenance() override { return config_.ops.provenance(); }
 
  protected:
   /// The logits of checked ids [batch, seq] on the module's device.

@@ -11,6 +11,9 @@
 // heads.head.weight), so a torchvision state dict loads by name.
 // checkpoint = "blocks" recomputes every encoder layer in the backward pass
 // (runner/checkpoint.hpp; dropout draws the same masks both times).
+// norm_op and activation_op put custom ops (runner::layernorm's and
+// runner::bias_gelu's schemas) in place of every LayerNorm and of the MLP's
+// bias + exact GELU; the parameters and their names stay as they are.
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/nn/functional/linear.h>
 #include <torch/nn/init.h>
@@ -24,9 +27,14 @@
 #include <runner/checkpoint.hpp>
 #include <runner/sdk.hpp>
 
+#include "../common/custom_ops.hpp"
+
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -45,7 +53,22 @@ struct VitOptions {
   double attention_dropout = 0.0;
   std::string checkpoint = "none";
   std::int64_t checkpoint_every = 2;
+  std::string norm_op;        // "": ATen's LayerNorm
+  std::string activation_op;  // "": ATen's GELU
 };
+
+/// The custom ops the options name, looked up and checked (empty: ATen's path).
+struct VitOps {
+  std::optional<c10::TypedOperatorHandle<runner_model_ops::LayerNormFn>> layernorm;
+  std::optional<c10::TypedOperatorHandle<runner_model_ops::BiasGeluFn>> bias_gelu;
+};
+
+/// A LayerNorm's parameters, applied by ATen or by the norm_op.
+torch::Tensor normalise(torch::nn::LayerNorm& norm, const torch::Tensor& x, const VitOps& ops) {
+  if (!ops.layernorm) return norm->forward(x);
+  return runner_model_ops::layer_norm(*ops.layernorm, x, norm->weight, norm->bias,
+                                      norm->options.eps());
+}
 
 /// The sizes of the named configurations (ViT paper, table 1; "ti" from DeiT).
 struct Size {
@@ -110,19 +133,21 @@ class SelfAttention : public torch::nn::Module {
 /// One pre-norm encoder block (torchvision's EncoderBlock).
 class EncoderBlock : public torch::nn::Module {
  public:
-  EncoderBlock(const Size& s, double dropout, double attention_dropout) {
+  EncoderBlock(const Size& s, double dropout, double attention_dropout, const VitOps& ops)
+      : ops_(ops) {
     ln_1_ = register_module("ln_1", layer_norm(s.hidden));
     attention_ = register_module("self_attention",
                                  std::make_shared<SelfAttention>(s.hidden, s.heads, attention_dropout));
     dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
     ln_2_ = register_module("ln_2", layer_norm(s.hidden));
     // Indices as torchvision's MLP: 0 linear, 1 GELU, 2 dropout, 3 linear, 4 dropout.
-    auto first = torch::nn::Linear(s.hidden, s.mlp), second = torch::nn::Linear(s.mlp, s.hidden);
-    mlp_ = register_module("mlp", torch::nn::Sequential(first, torch::nn::GELU(),
-                                                        torch::nn::Dropout(dropout), second,
-                                                        torch::nn::Dropout(dropout)));
+    first_ = torch::nn::Linear(s.hidden, s.mlp);
+    second_ = torch::nn::Linear(s.mlp, s.hidden);
+    mlp_dropouts_ = {torch::nn::Dropout(dropout), torch::nn::Dropout(dropout)};
+    mlp_ = register_module("mlp", torch::nn::Sequential(first_, torch::nn::GELU(), mlp_dropouts_[0],
+                                                        second_, mlp_dropouts_[1]));
     torch::NoGradGuard no_grad;
-    for (const auto& linear : {first, second}) {
+    for (const auto& linear : {first_, second_}) {
       torch::nn::init::xavier_uniform_(linear->weight);
       torch::nn::init::normal_(linear->bias, 0.0, 1e-6);
     }
@@ -133,30 +158,42 @@ class EncoderBlock : public torch::nn::Module {
   }
 
   torch::Tensor forward(const torch::Tensor& input) {
-    const torch::Tensor x = dropout_->forward(attention_->forward(ln_1_->forward(input))) + input;
-    return x + mlp_->forward(ln_2_->forward(x));
+    const torch::Tensor x =
+        dropout_->forward(attention_->forward(normalise(ln_1_, input, ops_))) + input;
+    return x + mlp(normalise(ln_2_, x, ops_));
   }
 
  private:
+  torch::Tensor mlp(const torch::Tensor& x) {
+    if (!ops_.bias_gelu) return mlp_->forward(x);
+    // mlp.0 and mlp.1 (exact GELU, as torchvision's) in one op, then mlp.2 to mlp.4.
+    const torch::Tensor h =
+        runner_model_ops::linear_gelu(*ops_.bias_gelu, x, first_->weight, first_->bias, "none");
+    return mlp_dropouts_[1]->forward(second_->forward(mlp_dropouts_[0]->forward(h)));
+  }
+
+  VitOps ops_;
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
   std::shared_ptr<SelfAttention> attention_;
   torch::nn::Dropout dropout_{nullptr};
   torch::nn::Sequential mlp_{nullptr};
+  torch::nn::Linear first_{nullptr}, second_{nullptr};  // mlp.0, mlp.3
+  std::array<torch::nn::Dropout, 2> mlp_dropouts_{nullptr, nullptr};  // mlp.2, mlp.4
 };
 
 /// The position embedding, the blocks and the final norm (torchvision's Encoder).
 class Encoder : public torch::nn::Module {
  public:
   Encoder(const Size& s, std::int64_t tokens, double dropout, double attention_dropout,
-          runner::CheckpointPolicy checkpoint)
-      : checkpoint_(std::move(checkpoint)) {
+          runner::CheckpointPolicy checkpoint, const VitOps& ops)
+      : checkpoint_(std::move(checkpoint)), ops_(ops) {
     pos_embedding_ = register_parameter("pos_embedding", torch::empty({1, tokens, s.hidden}));
     dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
     auto layers = register_module("layers", std::make_shared<torch::nn::Module>());
     for (std::int64_t i = 0; i < s.layers; ++i)
       blocks_.push_back(layers->register_module("encoder_layer_" + std::to_string(i),
-                                                std::make_shared<EncoderBlock>(s, dropout,
-                                                                               attention_dropout)));
+                                                std::make_shared<EncoderBlock>(
+                                                    s, dropout, attention_dropout, ops)));
     ln_ = register_module("ln", EncoderBlock::layer_norm(s.hidden));
     torch::NoGradGuard no_grad;
     torch::nn::init::normal_(pos_embedding_, 0.0, 0.02);  // as BERT
@@ -167,11 +204,12 @@ class Encoder : public torch::nn::Module {
     for (std::size_t i = 0; i < blocks_.size(); ++i)
       x = checkpoint_.applies_to(static_cast<std::int64_t>(i)) ? runner::checkpoint(blocks_[i], x)
                                                                 : blocks_[i]->forward(x);
-    return ln_->forward(x);
+    return normalise(ln_, x, ops_);
   }
 
  private:
   runner::CheckpointPolicy checkpoint_;
+  VitOps ops_;
   torch::Tensor pos_embedding_;
   torch::nn::Dropout dropout_{nullptr};
   std::vector<std::shared_ptr<EncoderBlock>> blocks_;
@@ -222,7 +260,10 @@ class VisionTransformer final : public runner::ClassificationModel {
       : ClassificationModel(with_classes(context, o.num_classes)),
         size_(size_of(o.config)),
         image_(image_side(input_shape(), o)),
-        patch_(o.patch_size) {
+        patch_(o.patch_size),
+        ops_{runner_model_ops::find_op("norm_op", o.norm_op, runner_model_ops::kLayerNorm, context),
+             runner_model_ops::find_op("activation_op", o.activation_op,
+                                       runner_model_ops::kBiasGelu, context)} {
     const std::int64_t d = size_.hidden, patches = (image_ / patch_) * (image_ / patch_);
     const std::int64_t tokens = patches + 1;
     // Registration order as torchvision's state dict: class_token first.
@@ -231,7 +272,8 @@ class VisionTransformer final : public runner::ClassificationModel {
         "conv_proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, d, patch_).stride(patch_)));
     const runner::CheckpointPolicy checkpoint{o.checkpoint, o.checkpoint_every};
     encoder_ = register_module("encoder", std::make_shared<Encoder>(size_, tokens, o.dropout,
-                                                                    o.attention_dropout, checkpoint));
+                                                                    o.attention_dropout, checkpoint,
+                                                                    ops_));
     auto heads = register_module("heads", std::make_shared<torch::nn::Module>());
     head_ = heads->register_module("head", torch::nn::Linear(d, num_classes()));
     {
@@ -269,9 +311,18 @@ class VisionTransformer final : public runner::ClassificationModel {
 
   std::optional<double> flops_per_sample() override { return flops_; }
 
+  /// The custom ops it calls, if any: "norm_op" / "activation_op" -> schema, registration.
+  std::map<std::string, std::string> provenance() override {
+    std::map<std::string, std::string> out;
+    if (ops_.layernorm) out["norm_op"] = runner_model_ops::describe(*ops_.layernorm);
+    if (ops_.bias_gelu) out["activation_op"] = runner_model_ops::describe(*ops_.bias_gelu);
+    return out;
+  }
+
  private:
   Size size_;
   std::int64_t image_, patch_;
+  VitOps ops_;
   torch::Tensor class_token_;
   torch::nn::Conv2d conv_proj_{nullptr};
   std::shared_ptr<Encoder> encoder_;
@@ -303,6 +354,16 @@ void register_plugins(runner::Registrar& registrar) {
       .range(0.0, 1.0);
   runner::add_checkpoint_options(options, &VitOptions::checkpoint, &VitOptions::checkpoint_every,
                                  "encoder layer");
+  options
+      .field("norm_op", &VitOptions::norm_op,
+             "custom op for every LayerNorm, \"namespace::name\" from a loaded kernel plugin with "
+             "runner::layernorm's schema; \"\" = ATen's")
+      .added_later_with_default();
+  options
+      .field("activation_op", &VitOptions::activation_op,
+             "custom op for the MLP's bias + exact GELU, runner::bias_gelu's schema, fed mlp.0's "
+             "bias; \"\" = ATen's")
+      .added_later_with_default();
   registrar.add_model("vit", "Vision Transformer ti/s/b/l in torchvision's layout", options,
                       [](const VitOptions& o, const runner::ModelContext& context) {
                         return std::make_unique<VisionTransformer>(o, context);
