@@ -378,7 +378,8 @@ void check_kernel_before_runs(const Experiment& exp, const PluginHost& host,
                      handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
                      handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
     if (!has)
-      throw Error(exp.where_of("device.type"),
+      throw Error(exp.key_where.count("device.type") != 0 ? exp.where_of("device.type")
+                                                           : choice.where,
                   "kernel plugin '" + choice.plugin + "' has no " + (cuda ? "CUDA" : "CPU") +
                       " implementation of op '" + op + "'",
                   cuda ? "run it on the CPU (device.type = \"cpu\"), or build the plugin with "
