@@ -29,7 +29,7 @@ class ExperimentTest : public test::ExperimentFixture {};
 
 const char* const kKnownSections =
     "known sections: experiment, device, runtime, env, model, data, optimizer, train, schedule, infer, eval, distributed, "
-    "comm_hook, plugins, sweep, trial";
+    "comm_hook, kernel, plugins, sweep, trial";
 
 // --- happy paths ---------------------------------------------------------------
 
@@ -328,9 +328,9 @@ TEST_F(ExperimentTest, HostKeyChoices) {
   EXPECT_THROW_MSG(load("[device]\ntype = \"gpu\"\n" + kMinimal), Error,
                    at(2, 8) + "'device.type' must be one of \"cpu\", \"cuda\", \"auto\", "
                               "found \"gpu\"");
-  EXPECT_THROW_MSG(load("[experiment]\nkind = \"kernel\"\n" + kMinimal), Error,
+  EXPECT_THROW_MSG(load("[experiment]\nkind = \"benchmark\"\n" + kMinimal), Error,
                    at(2, 8) + "'experiment.kind' must be one of \"train\", \"infer\", "
-                              "found \"kernel\"");
+                              "\"kernel\", found \"benchmark\"");
   EXPECT_THROW_MSG(
       load("[experiment]\nkind = \"infer\"\n[infer]\nmode = \"eval\"\n" + kModel), Error,
       at(4, 8) + "'infer.mode' must be one of \"inference\", \"no_grad\", found \"eval\"");
