@@ -420,6 +420,15 @@ TEST_F(StoreTest, Version3PhasesStatisticsAndPeaksRoundTrip) {
   store.set_peak_flop_per_s(fingerprint, "cpu", "float32", 2.5e11, "matmul");  // replaced
   EXPECT_DOUBLE_EQ(*store.peak_flop_per_s(fingerprint, "cpu", "float32"), 2.5e11);
   EXPECT_FALSE(store.peak_flop_per_s(fingerprint, "cuda", "float32").has_value());
+
+  // The copy bandwidth (version 10), per device, replaced the same way.
+  EXPECT_FALSE(store.peak_bytes_per_s(fingerprint, "cpu").has_value());
+  store.set_peak_bytes_per_s(fingerprint, "cpu", 2e10, "copy");
+  store.set_peak_bytes_per_s(fingerprint, "cpu", 3e10, "copy");
+  EXPECT_DOUBLE_EQ(*store.peak_bytes_per_s(fingerprint, "cpu"), 3e10);
+  EXPECT_FALSE(store.peak_bytes_per_s(fingerprint, "cuda").has_value());
+  EXPECT_EQ(query_text(handle(store), "SELECT method FROM peak_bandwidth"), "copy");
+  EXPECT_THROW(store.set_peak_bytes_per_s(fingerprint, "cuda", 0.0, "copy"), runner::Error);
 }
 
 // --- the phase table ---------------------------------------------------------
