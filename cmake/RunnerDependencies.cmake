@@ -17,8 +17,10 @@ find_package(Boost 1.74 REQUIRED)   # Boost.DLL is header-only (with std::filesy
 # A CUDA build of LibTorch needs the CUDA toolkit at configure time. The pip
 # wheel ships CUDA's runtime libraries (nvrtc among them) under
 # site-packages/nvidia/, which the system toolkit may lack: point at them.
+# Also with RUNNER_CUDA=OFF, which only leaves runner's own CUDA code out: a
+# CUDA LibTorch's config insists on finding the toolkit either way.
 find_program(RUNNER_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
-if(RUNNER_NVCC AND NOT RUNNER_CUDA STREQUAL "OFF")
+if(RUNNER_NVCC)
   get_filename_component(_runner_cuda_root "${RUNNER_NVCC}/../.." ABSOLUTE)
   if(NOT CUDA_TOOLKIT_ROOT_DIR)
     set(CUDA_TOOLKIT_ROOT_DIR "${_runner_cuda_root}" CACHE PATH "CUDA toolkit used with LibTorch")
@@ -34,8 +36,27 @@ if(RUNNER_NVCC AND NOT RUNNER_CUDA STREQUAL "OFF")
     endforeach()
   endif()
   if(NOT TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
-    # Only matters for .cu files we compile; keeps configure from probing a GPU.
+    # Keeps LibTorch's configure from probing a GPU.
     set(TORCH_CUDA_ARCH_LIST "8.0;9.0" CACHE STRING "CUDA architectures for runner's own kernels")
+  endif()
+  # What runner's own .cu files are compiled for (plugins/kernels/builtin/cuda):
+  # the same list in CMake's spelling ("8.0;9.0" -> "80;90", SASS and PTX of
+  # each), unless given. Set before LibTorch's config enables CUDA, which
+  # would otherwise cache nvcc's default.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+    set(_runner_archs "${TORCH_CUDA_ARCH_LIST}")
+    if(NOT _runner_archs)
+      set(_runner_archs "$ENV{TORCH_CUDA_ARCH_LIST}")
+    endif()
+    string(REGEX REPLACE "[ ;]+" ";" _runner_archs "${_runner_archs}")
+    list(TRANSFORM _runner_archs REPLACE "\\+PTX$" "")
+    list(TRANSFORM _runner_archs REPLACE "\\." "")
+    list(FILTER _runner_archs INCLUDE REGEX "^[0-9]+a?$")
+    if(NOT _runner_archs)
+      set(_runner_archs 80 90)
+    endif()
+    set(CMAKE_CUDA_ARCHITECTURES "${_runner_archs}" CACHE STRING
+        "CUDA architectures of runner's own kernels (default: TORCH_CUDA_ARCH_LIST's)")
   endif()
 endif()
 
@@ -83,6 +104,20 @@ if(RUNNER_HAS_CUDA)
   endforeach()
   list(REMOVE_DUPLICATES RUNNER_CUDA_INCLUDE_DIRS)
   target_include_directories(runner_torch SYSTEM INTERFACE ${RUNNER_CUDA_INCLUDE_DIRS})
+
+  # runner's own CUDA code (docs/kernels-cuda.md). LibTorch's config has
+  # already enabled the language (this is a no-op then), but it also set
+  # CMAKE_CUDA_ARCHITECTURES to OFF and appended its own nvcc flags (its
+  # -gencode list, --expt-relaxed-constexpr, ...) to CMAKE_CUDA_FLAGS, both
+  # as plain variables in this scope. runner's .cu files include no LibTorch
+  # header: drop those, so that the cached values (the user's, or the
+  # default above) apply. One CUDA runtime per process: the shared libcudart
+  # LibTorch links, never a static copy in a plugin.
+  enable_language(CUDA)
+  unset(CMAKE_CUDA_ARCHITECTURES)
+  unset(CMAKE_CUDA_FLAGS)
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  message(STATUS "runner: CUDA architectures of runner's kernels: ${CMAKE_CUDA_ARCHITECTURES}")
 endif()
 
 # Gloo's headers: <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp> includes
