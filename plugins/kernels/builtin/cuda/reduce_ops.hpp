@@ -37,32 +37,41 @@ RUNNER_KERNELS_HD MaxSum<Acc> max_sum_identity() {
   return {-static_cast<Acc>(INFINITY), Acc(0)};
 }
 
-/// Adds one value with a single exp: either v raises the maximum (the old sum
-/// is rescaled by exp(old - v) and v contributes exp(0) = 1) or it does not
-/// (it contributes exp(v - m)). While m is -inf, v is -inf too (or NaN) and
-/// contributes nothing, so that a row that starts with -inf (a masked
-/// position) never computes exp(-inf - -inf) = NaN.
+/// Adds one value with a single exp, of -|v - m|: either v raises the
+/// maximum (the old sum is rescaled by exp(m - v) and v contributes
+/// exp(0) = 1) or it does not (it contributes exp(v - m)). While m is -inf
+/// and v does not raise it, v is -inf too (or NaN) and contributes nothing,
+/// so that a row that starts with -inf (a masked position) never computes
+/// exp(-inf - -inf) = NaN.
 template <typename Acc>
 RUNNER_KERNELS_HD MaxSum<Acc> push(MaxSum<Acc> state, Acc v) {
   using std::exp;
-  if (v > state.max) {
-    state.sum = state.sum * exp(state.max - v) + Acc(1);
+  const bool raises = v > state.max;
+  if (!raises && state.max == -static_cast<Acc>(INFINITY)) return state;
+  const Acc e = exp(raises ? state.max - v : v - state.max);
+  if (raises) {
+    state.sum = state.sum * e + Acc(1);
     state.max = v;
-  } else if (state.max != -static_cast<Acc>(INFINITY)) {
-    state.sum += exp(v - state.max);
+  } else {
+    state.sum += e;
   }
   return state;
 }
 
-/// Merges two partial states: both sums rescaled to the larger maximum. When
-/// both are -inf (no finite value seen on either side) the result is the
-/// identity, again avoiding exp(-inf - -inf).
+/// Merges two partial states: the side with the smaller maximum has its sum
+/// rescaled to the larger one (a single exp, of a value <= 0). A side that saw
+/// no value above -inf (sum 0) adds nothing, again avoiding
+/// exp(-inf - -inf).
 template <typename Acc>
 RUNNER_KERNELS_HD MaxSum<Acc> combine(const MaxSum<Acc>& x, const MaxSum<Acc>& y) {
   using std::exp;
-  const Acc m = x.max > y.max ? x.max : y.max;
-  if (m == -static_cast<Acc>(INFINITY)) return max_sum_identity<Acc>();
-  return {m, x.sum * exp(x.max - m) + y.sum * exp(y.max - m)};
+  const bool x_larger = x.max >= y.max;
+  const Acc m = x_larger ? x.max : y.max;
+  const Acc other_max = x_larger ? y.max : x.max;
+  const Acc other_sum = x_larger ? y.sum : x.sum;
+  const Acc own_sum = x_larger ? x.sum : y.sum;
+  if (other_max == -static_cast<Acc>(INFINITY)) return {m, own_sum};
+  return {m, own_sum + other_sum * exp(other_max - m)};
 }
 
 /// Welford's running mean and sum of squared deviations (m2) over n values;
