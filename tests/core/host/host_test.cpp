@@ -102,8 +102,9 @@ TEST(PluginHost, LoadsBuiltinsFromFolderAndListsThemSorted) {
                                       "synthetic_tokens", "tokens"}));
   EXPECT_EQ(host.names(runner::PluginKind::comm_hook),
             (std::vector<std::string>{"allreduce", "bf16_compress", "fp16_compress", "powersgd"}));
-  EXPECT_TRUE(host.names(runner::PluginKind::kernel).empty());
-  ASSERT_EQ(host.libraries().size(), 22u);
+  EXPECT_EQ(host.names(runner::PluginKind::kernel),
+            (std::vector<std::string>{"bias_gelu", "layernorm", "rmsnorm", "scale", "softmax"}));
+  ASSERT_EQ(host.libraries().size(), 23u);
   const runner::PluginDescriptor* mlp = host.find(runner::PluginKind::model, "mlp");
   ASSERT_NE(mlp, nullptr);
   ASSERT_NE(mlp->schema.find("hidden"), nullptr);

@@ -409,8 +409,10 @@ RunOutcome run_kernel(const RunRequest& request) {
     }
     // 2. Buffers: enough sets that the data of a call has left the cache
     // before its set comes round again.
-    const torch::Tensor probe = settings.impl == "eager" ? torch::Tensor() : bench.poisoned_output(first);
-    const std::int64_t working_set = bytes_of(first) + (probe.defined() ? probe.nbytes() : 0);
+    // The output counts for "eager" too: each call writes one (to memory
+    // the allocator hands back, likely the block the last call freed).
+    const torch::Tensor probe = bench.poisoned_output(first);
+    const std::int64_t working_set = bytes_of(first) + static_cast<std::int64_t>(probe.nbytes());
     const std::int64_t cache = cache_bytes(device);
     std::int64_t n = settings.buffers;
     if (n == 0) {
@@ -419,7 +421,7 @@ RunOutcome run_kernel(const RunRequest& request) {
         n = std::min<std::int64_t>(kMaxKernelBuffers, (2 * cache + working_set - 1) / working_set + 1);
     }
     std::vector<KernelInputs> sets{first};
-    std::vector<torch::Tensor> outputs{probe};
+    std::vector<torch::Tensor> outputs{settings.impl == "eager" ? torch::Tensor() : probe};
     for (std::int64_t i = 1; i < n; ++i) {
       sets.push_back(bench.inputs());
       outputs.push_back(settings.impl == "eager" ? torch::Tensor() : bench.poisoned_output(sets.back()));
