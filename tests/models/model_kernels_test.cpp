@@ -11,6 +11,7 @@
 // tolerance. Other ops exercise every refusal, with its exact message. The
 // built-in kernels plugin's runner:: ops are checked the same way.
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/library.h>
 #include <torch/torch.h>
@@ -526,6 +527,149 @@ TEST_F(ModelKernels, TheHostReportsARefusalAsTheModelsOption) {
               std::string::npos)
         << e.what();
   }
+}
+
+// ---------------------------------------------------------------------------
+// The built-in kernels plugin's ops (runner_plugin_kernels.so, loaded as the
+// host loads any plugin library).
+
+// Counts the dispatcher's calls of each operator on this thread while it
+// lives (at::RecordFunction: the dispatcher reports every op it calls to the
+// observers registered). Count under inference mode: an autograd kernel that
+// calls its op again below the autograd key would report it twice.
+class OpCalls {
+ public:
+  OpCalls() {
+    counts().clear();
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+              ++counts()[fn.name()];
+              return nullptr;
+            })
+            .scopes({at::RecordScope::FUNCTION}));
+  }
+  ~OpCalls() { at::removeCallback(handle_); }
+  OpCalls(const OpCalls&) = delete;
+  OpCalls& operator=(const OpCalls&) = delete;
+  [[nodiscard]] int of(const std::string& op) const {
+    const auto it = counts().find(op);
+    return it == counts().end() ? 0 : it->second;
+  }
+
+ private:
+  static std::map<std::string, int>& counts() {
+    thread_local std::map<std::string, int> calls;
+    return calls;
+  }
+  at::CallbackHandle handle_ = 0;
+};
+
+class RunnerOps : public ModelKernels {
+ public:
+  void SetUp() override {
+    ModelKernels::SetUp();
+    const fs::path kernels = kBuiltins / "runner_plugin_kernels.so";
+    ASSERT_TRUE(fs::exists(kernels)) << kernels << " is not built";
+    host_.load(kernels);
+  }
+};
+
+TEST_F(RunnerOps, Gpt2ThroughRunnerLayernormAndBiasGeluIsTheAtenModel) {
+  auto aten = make("transformer_lm", gpt2(), tokens(16, 97));
+  auto custom = make("transformer_lm",
+                     gpt2({{"norm_op", std::string("runner::layernorm")},
+                           {"activation_op", std::string("runner::bias_gelu")}}),
+                     tokens(16, 97));
+  const runner::Batch batch = aten->example_batch(3, torch::kCPU);
+  expect_same_model(*aten, *custom, batch);
+  {
+    const c10::InferenceMode inference;
+    const OpCalls calls;
+    (void)custom->forward(batch);
+    EXPECT_EQ(calls.of("runner::layernorm"), 5);
+    EXPECT_EQ(calls.of("runner::bias_gelu"), 2);
+    EXPECT_EQ(calls.of("aten::layer_norm"), 0);
+    EXPECT_EQ(calls.of("aten::gelu"), 0);
+  }
+  {
+    const c10::InferenceMode inference;
+    const OpCalls calls;
+    (void)aten->forward(batch);
+    EXPECT_EQ(calls.of("runner::layernorm"), 0);
+    EXPECT_EQ(calls.of("aten::layer_norm"), 5);
+    EXPECT_EQ(calls.of("aten::gelu"), 2);
+  }
+  const auto facts = custom->provenance();
+  EXPECT_EQ(facts.at("norm_op").rfind(
+                "runner::layernorm(Tensor x, Tensor weight, Tensor bias, float eps) -> Tensor, "
+                "registered at ",
+                0),
+            0U)
+      << facts.at("norm_op");
+  EXPECT_EQ(facts.at("activation_op")
+                .rfind("runner::bias_gelu(Tensor x, Tensor bias, str approximate=\"none\") -> "
+                       "Tensor, registered at ",
+                       0),
+            0U)
+      << facts.at("activation_op");
+}
+
+TEST_F(RunnerOps, LlamaThroughRunnerRmsnormIsTheAtenModel) {
+  auto aten = make("transformer_lm", llama(), tokens(16, 97));
+  auto custom =
+      make("transformer_lm", llama({{"norm_op", std::string("runner::rmsnorm")}}), tokens(16, 97));
+  const runner::Batch batch = aten->example_batch(3, torch::kCPU);
+  expect_same_model(*aten, *custom, batch);
+  const c10::InferenceMode inference;
+  const OpCalls calls;
+  (void)custom->forward(batch);
+  EXPECT_EQ(calls.of("runner::rmsnorm"), 5);
+  EXPECT_EQ(calls.of("aten::rsqrt"), 0);  // the ATen RMSNorm's
+}
+
+TEST_F(RunnerOps, VitThroughRunnerLayernormAndBiasGeluIsTheAtenModel) {
+  auto aten = make("vit", vit(), images(32, 10));
+  auto custom = make("vit",
+                     vit({{"norm_op", std::string("runner::layernorm")},
+                          {"activation_op", std::string("runner::bias_gelu")}}),
+                     images(32, 10));
+  const runner::Batch batch{torch::randn({2, 3, 32, 32}), torch::tensor({1, 7}), 2};
+  expect_same_model(*aten, *custom, batch);
+  const c10::InferenceMode inference;
+  const OpCalls calls;
+  (void)custom->forward(batch);
+  EXPECT_EQ(calls.of("runner::layernorm"), 25);
+  EXPECT_EQ(calls.of("runner::bias_gelu"), 12);
+  EXPECT_EQ(calls.of("aten::gelu"), 0);
+}
+
+TEST_F(RunnerOps, TheOtherNormAndTheOutVariantsAreRefused) {
+  EXPECT_EQ(refusal("transformer_lm", gpt2({{"norm_op", std::string("runner::rmsnorm")}}),
+                    tokens(16, 97)),
+            (Refusal{"norm_op",
+                     "op 'runner::rmsnorm' does not have the schema norm_op needs: expected "
+                     "(Tensor, Tensor, Tensor, float) -> Tensor (x, weight, bias, eps, as "
+                     "runner::layernorm), found (Tensor, Tensor, float) -> Tensor "
+                     "(runner::rmsnorm(Tensor x, Tensor weight, float eps) -> Tensor)"}));
+  EXPECT_EQ(refusal("transformer_lm", llama({{"norm_op", std::string("runner::layernorm")}}),
+                    tokens(16, 97)),
+            (Refusal{"norm_op",
+                     "op 'runner::layernorm' does not have the schema norm_op needs: expected "
+                     "(Tensor, Tensor, float) -> Tensor (x, weight, eps, as runner::rmsnorm), "
+                     "found (Tensor, Tensor, Tensor, float) -> Tensor (runner::layernorm(Tensor "
+                     "x, Tensor weight, Tensor bias, float eps) -> Tensor)"}));
+  EXPECT_EQ(refusal("vit", vit({{"norm_op", std::string("runner::layernorm.out")}}),
+                    images(32, 10)),
+            (Refusal{"norm_op",
+                     "op 'runner::layernorm.out' writes to its arguments "
+                     "(runner::layernorm.out(Tensor x, Tensor weight, Tensor bias, float eps, *, "
+                     "Tensor(a!) out) -> Tensor(a!)); norm_op needs a functional op like "
+                     "runner::layernorm"}));
+  EXPECT_EQ(refusal("transformer_lm",
+                    llama({{"activation_op", std::string("runner::bias_gelu")}}), tokens(16, 97))
+                .first,
+            "activation_op");
 }
 
 }  // namespace
