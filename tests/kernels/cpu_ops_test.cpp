@@ -356,6 +356,37 @@ TEST_P(KernelsCpu, NormsOfRowsFarFromZero) {
   EXPECT_LE(relative_error(layernorm(x, w, b, 1e-5), ref), dtype() == at::kFloat ? 2e-4 : 1e-12);
 }
 
+TEST_P(KernelsCpu, LargeOutputsStreamedPastTheCaches) {
+  // Outputs of 16 MiB and more are written with streaming stores where a
+  // row's vectors are aligned (8192 columns), plain stores elsewhere (4099).
+  if (dtype() == at::kDouble) GTEST_SKIP() << "float32 and the 16-bit types cover the paths";
+  for (const std::int64_t cols : {8192, 4099}) {
+    SCOPED_TRACE(cols);
+    const std::int64_t rows = (16 << 20) / (cols * at::elementSize(dtype())) + 3;
+    const at::Tensor x = randn({rows, cols});
+    const at::Tensor w = randn({cols});
+    const at::Tensor b = randn({cols});
+    ASSERT_GE(x.nbytes(), 16u << 20);
+    const auto x64 = f64(x), w64 = f64(w), b64 = f64(b);
+    at::Tensor out = poisoned(x);
+    scale_out(x, 1.5, out);
+    EXPECT_LE(relative_error(out, x64 * 1.5), forward_tolerance(dtype()));
+    out = poisoned(x);
+    bias_gelu_out(x, b, "none", out);
+    EXPECT_LE(relative_error(out, at::gelu(x64 + b64)), forward_tolerance(dtype()));
+    out = poisoned(x);
+    softmax_out(x, out);
+    EXPECT_LE(relative_error(out, at::softmax(x64, -1)), forward_tolerance(dtype()));
+    out = poisoned(x);
+    rmsnorm_out(x, w, 1e-6, out);
+    EXPECT_LE(relative_error(out, at::rms_norm(x64, {cols}, w64, 1e-6)), forward_tolerance(dtype()));
+    out = poisoned(x);
+    layernorm_out(x, w, b, 1e-5, out);
+    EXPECT_LE(relative_error(out, at::layer_norm(x64, {cols}, w64, b64, 1e-5)),
+              forward_tolerance(dtype()));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, KernelsCpu,
                          ::testing::Values(at::kFloat, at::kDouble, at::kBFloat16, at::kHalf),
                          [](const auto& info) { return name_of(info.param); });

@@ -3,6 +3,7 @@
 // calls the custom op and the native ATen composition it stands in for,
 // computes the reference, and counts bytes and FLOPs.
 // docs/kernels-builtin.md has the conventions and the tolerances' origin.
+#include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
@@ -99,8 +100,13 @@ KernelCase scale_case(const ScaleOptions& o) {
   };
   const auto out_op = op<at::Tensor&(const at::Tensor&, double, at::Tensor&)>("runner::scale", "out");
   c.custom = [out_op, s](const KernelInputs& in, at::Tensor& out) { out_op.call(in[0], s, out); };
-  c.native = [s](const KernelInputs& in, at::Tensor& out) { at::mul_out(out, in[0], s); };
-  c.reference = [s](const KernelInputs& in) { return in[0] * s; };
+  // s as Python passes a number: a wrapped 0-dim tensor, which ATen's mul
+  // treats as a scalar of x's dtype (mul.out, the vectorized kernel). The
+  // Scalar overloads (mul.Scalar_out, what at::mul_out(out, x, double)
+  // picks) take a slower composite path: ~5x a copy at 8192 x 8192.
+  const at::Tensor factor = at::native::wrapped_scalar_tensor(s);
+  c.native = [factor](const KernelInputs& in, at::Tensor& out) { at::mul_out(out, in[0], factor); };
+  c.reference = [factor](const KernelInputs& in) { return in[0] * factor; };
   const auto functional = op<at::Tensor(const at::Tensor&, double)>("runner::scale");
   c.differentiable = [functional, s](const KernelInputs& in) { return functional.call(in[0], s); };
   c.grad_inputs = {0};

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string_view>
@@ -39,6 +40,29 @@ using std::int64_t;
 // Elements per parallel task, ATen's at::internal::GRAIN_SIZE: below it a
 // call stays on the calling thread.
 constexpr int64_t kGrain = 32768;
+
+// Outputs of at least this many bytes are written with streaming
+// (non-temporal) stores: they would not stay in the 32 MiB L3 anyway, and a
+// plain store first reads the line it writes (read for ownership), a third
+// stream of memory traffic besides the input and the output.
+constexpr int64_t kStreamBytes = 16 << 20;
+
+// Whether an output of `elements` T is streamed.
+template <typename T>
+bool streamed(int64_t elements) {
+  return elements * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
+}
+
+// Orders a task's streaming stores before whatever follows the task.
+inline void end_streaming([[maybe_unused]] bool streaming) {
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+  if (streaming) _mm_sfence();
+#endif
+}
+
+// Asks for the cache line at `p`, for a row the next pass will read from
+// memory: the row ops compute on one row in cache while the next arrives.
+inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
 
 // Rows per parallel task for rows of `cols` elements: about kGrain elements.
 int64_t row_grain(int64_t cols) {
@@ -130,6 +154,35 @@ struct Lanes {
       else
         p.v[0].store(dst, n);
     }
+  }
+  /// store(), or a streaming store for a whole pack at a vector-aligned
+  /// address when `streaming` (the DEFAULT build has none: plain stores).
+  static void store(T* dst, const P& p, int64_t n, bool streaming) {
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+    constexpr std::uintptr_t kBytes = sizeof(Vectorized<T>);
+    if (streaming && n == kWidth && reinterpret_cast<std::uintptr_t>(dst) % kBytes == 0) {
+#if defined(CPU_CAPABILITY_AVX512)
+      if constexpr (kReduced)
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst),
+                            at::vec::convert_from_float<T>(p.v[0], p.v[1]));
+      else if constexpr (std::is_same_v<T, float>)
+        _mm512_stream_ps(dst, p.v[0]);
+      else
+        _mm512_stream_pd(dst, p.v[0]);
+#else
+      if constexpr (kReduced)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(dst),
+                            at::vec::convert_from_float<T>(p.v[0], p.v[1]));
+      else if constexpr (std::is_same_v<T, float>)
+        _mm256_stream_ps(dst, p.v[0]);
+      else
+        _mm256_stream_pd(dst, p.v[0]);
+#endif
+      return;
+    }
+#endif
+    (void)streaming;
+    store(dst, p, n);
   }
   /// A pack from / to a row buffer of the accumulation type.
   static P load_acc(const Acc* src, int64_t n) {
@@ -253,11 +306,13 @@ template <typename T>
 void scale_kernel(const T* x, T* y, int64_t n, double s) {
   using L = Lanes<T>;
   const typename L::V factor(static_cast<typename L::Acc>(s));
+  const bool streaming = streamed<T>(n);
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     int64_t i = begin;
     for (; i + L::kWidth <= end; i += L::kWidth)
-      L::store(y + i, L::load(x + i, L::kWidth) * factor, L::kWidth);
+      L::store(y + i, L::load(x + i, L::kWidth) * factor, L::kWidth, streaming);
     if (i < end) L::store(y + i, L::load(x + i, end - i) * factor, end - i);
+    end_streaming(streaming);
   });
 }
 
@@ -267,15 +322,17 @@ template <typename T>
 void bias_gelu_kernel(const T* x, const T* bias, T* y, int64_t rows, int64_t cols, bool tanh) {
   using L = Lanes<T>;
   using V = typename L::V;
+  const bool streaming = streamed<T>(rows * cols);
   at::parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
       for_packs<T>(cols, [&](int64_t j, int64_t n) {
         const auto v = L::load(xr + j, n) + L::load(bias + j, n);
-        L::store(yr + j, apply(v, [&](const V& a) { return gelu(a, tanh); }), n);
+        L::store(yr + j, apply(v, [&](const V& a) { return gelu(a, tanh); }), n, streaming);
       });
     }
+    end_streaming(streaming);
   });
 }
 
@@ -298,18 +355,30 @@ void bias_gelu_backward_kernel(const T* grad, const T* x, const T* bias, T* dx, 
 
 // ---------------------------------------------------------------- softmax
 
-// exp(x - max) of a row goes to a row buffer of the accumulation type (one
-// per task), then the row is written once, scaled by 1/sum.
+// Three passes over a row, the last two in cache: the row's maximum;
+// e = exp(x - max) and its sum; e * (1 / sum). For float and double, e goes
+// to the output row and is scaled there (two rows in L1, as ATen's kernel
+// does); for bfloat16 and float16 to a float row buffer (one per task), so
+// that e is rounded once, at the end.
 template <typename T>
 void softmax_kernel(const T* x, T* y, int64_t rows, int64_t cols) {
   using L = Lanes<T>;
   using Acc = typename L::Acc;
   using V = typename L::V;
+  // Only the bfloat16 and float16 rows are written once (from the buffer).
+  const bool streaming = L::kReduced && streamed<T>(rows * cols);
   at::parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
-    const auto buffer = std::make_unique<Acc[]>(static_cast<std::size_t>(cols));
+    std::unique_ptr<Acc[]> buffer;
+    if constexpr (L::kReduced) buffer = std::make_unique<Acc[]>(static_cast<std::size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
+      Acc* e_row = nullptr;
+      if constexpr (L::kReduced) {
+        e_row = buffer.get();
+      } else {
+        e_row = yr;
+      }
       auto top = L::splat(-std::numeric_limits<Acc>::infinity());
       for_packs<T>(cols, [&](int64_t j, int64_t n) {
         const auto v = L::masked(L::load(xr + j, n), n, -std::numeric_limits<Acc>::infinity());
@@ -317,16 +386,19 @@ void softmax_kernel(const T* x, T* y, int64_t rows, int64_t cols) {
       });
       const V row_max(L::max(top));
       Accumulator<T> total;
+      const bool next = r + 1 < r1;
       for_packs<T>(cols, [&](int64_t j, int64_t n) {
+        if (next) prefetch(xr + cols + j);
         const auto e = apply(L::load(xr + j, n) - row_max, [](const V& a) { return a.exp(); });
-        L::store_acc(buffer.get() + j, e, n);
+        L::store_acc(e_row + j, e, n);
         total.add(L::masked(e, n, 0));
       });
       const V inverse(Acc(1) / total.sum());
       for_packs<T>(cols, [&](int64_t j, int64_t n) {
-        L::store(yr + j, L::load_acc(buffer.get() + j, n) * inverse, n);
+        L::store(yr + j, L::load_acc(e_row + j, n) * inverse, n, streaming);
       });
     }
+    end_streaming(streaming);
   });
 }
 
@@ -394,15 +466,19 @@ template <typename T>
 void rmsnorm_kernel(const T* x, const T* weight, T* y, int64_t rows, int64_t cols, double eps) {
   using L = Lanes<T>;
   using V = typename L::V;
+  const bool streaming = streamed<T>(rows * cols);
   at::parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
       const V inverse(rms_inverse(xr, cols, eps));
+      const bool next = r + 1 < r1;
       for_packs<T>(cols, [&](int64_t j, int64_t n) {
-        L::store(yr + j, L::load(xr + j, n) * inverse * L::load(weight + j, n), n);
+        if (next) prefetch(xr + cols + j);
+        L::store(yr + j, L::load(xr + j, n) * inverse * L::load(weight + j, n), n, streaming);
       });
     }
+    end_streaming(streaming);
   });
 }
 
@@ -411,17 +487,21 @@ void layernorm_kernel(const T* x, const T* weight, const T* bias, T* y, int64_t 
                       int64_t cols, double eps) {
   using L = Lanes<T>;
   using V = typename L::V;
+  const bool streaming = streamed<T>(rows * cols);
   at::parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
       const auto [mean, inverse] = moments(xr, cols, eps);
       const V vmean(mean), vinverse(inverse);
+      const bool next = r + 1 < r1;
       for_packs<T>(cols, [&](int64_t j, int64_t n) {
+        if (next) prefetch(xr + cols + j);
         const auto normal = (L::load(xr + j, n) - vmean) * vinverse;
-        L::store(yr + j, normal * L::load(weight + j, n) + L::load(bias + j, n), n);
+        L::store(yr + j, normal * L::load(weight + j, n) + L::load(bias + j, n), n, streaming);
       });
     }
+    end_streaming(streaming);
   });
 }
 
