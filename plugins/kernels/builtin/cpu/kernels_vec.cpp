@@ -274,22 +274,22 @@ class Accumulator {
 };
 
 // GELU and its derivative on vectors, the formulas of ../math.hpp.
-template <typename V>
-V gelu(const V& x, bool tanh) {
+template <bool kTanh, typename V>
+V gelu(const V& x) {
   using A = typename V::value_type;
   const V half(A(0.5)), one(A(1));
-  if (tanh) {
+  if constexpr (kTanh) {
     const V inner = V(A(math::kSqrt2OverPi)) * (x + V(A(math::kGeluCubic)) * x * x * x);
     return half * x * (one + inner.tanh());
   }
   return half * x * (one + (x * V(A(math::kInvSqrt2))).erf());
 }
 
-template <typename V>
-V gelu_grad(const V& x, bool tanh) {
+template <bool kTanh, typename V>
+V gelu_grad(const V& x) {
   using A = typename V::value_type;
   const V half(A(0.5)), one(A(1));
-  if (tanh) {
+  if constexpr (kTanh) {
     const V x2 = x * x;
     const V t = (V(A(math::kSqrt2OverPi)) * (x + V(A(math::kGeluCubic)) * x2 * x)).tanh();
     const V d_inner = V(A(math::kSqrt2OverPi)) * (one + V(A(3 * math::kGeluCubic)) * x2);
@@ -318,8 +318,9 @@ void scale_kernel(const T* x, T* y, int64_t n, double s) {
 
 // ---------------------------------------------------------------- bias_gelu
 
-template <typename T>
-void bias_gelu_kernel(const T* x, const T* bias, T* y, int64_t rows, int64_t cols, bool tanh) {
+// The form of GELU is a template argument: no branch in the inner loop.
+template <typename T, bool kTanh>
+void bias_gelu_kernel(const T* x, const T* bias, T* y, int64_t rows, int64_t cols) {
   using L = Lanes<T>;
   using V = typename L::V;
   const bool streaming = streamed<T>(rows * cols);
@@ -329,16 +330,16 @@ void bias_gelu_kernel(const T* x, const T* bias, T* y, int64_t rows, int64_t col
       T* yr = y + r * cols;
       for_packs<T>(cols, [&](int64_t j, int64_t n) {
         const auto v = L::load(xr + j, n) + L::load(bias + j, n);
-        L::store(yr + j, apply(v, [&](const V& a) { return gelu(a, tanh); }), n, streaming);
+        L::store(yr + j, apply(v, [](const V& a) { return gelu<kTanh>(a); }), n, streaming);
       });
     }
     end_streaming(streaming);
   });
 }
 
-template <typename T>
+template <typename T, bool kTanh>
 void bias_gelu_backward_kernel(const T* grad, const T* x, const T* bias, T* dx, int64_t rows,
-                               int64_t cols, bool tanh) {
+                               int64_t cols) {
   using L = Lanes<T>;
   using V = typename L::V;
   at::parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
@@ -346,7 +347,7 @@ void bias_gelu_backward_kernel(const T* grad, const T* x, const T* bias, T* dx, 
       const int64_t o = r * cols;
       for_packs<T>(cols, [&](int64_t j, int64_t n) {
         const auto v = L::load(x + o + j, n) + L::load(bias + j, n);
-        const auto d = apply(v, [&](const V& a) { return gelu_grad(a, tanh); });
+        const auto d = apply(v, [](const V& a) { return gelu_grad<kTanh>(a); });
         L::store(dx + o + j, L::load(grad + o + j, n) * d, n);
       });
     }
@@ -696,7 +697,10 @@ void bias_gelu(Dtype dtype, const void* x, const void* bias, void* y, int64_t ro
                bool tanh) {
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    bias_gelu_kernel(in<T>(x), in<T>(bias), out<T>(y), rows, cols, tanh);
+    if (tanh)
+      bias_gelu_kernel<T, true>(in<T>(x), in<T>(bias), out<T>(y), rows, cols);
+    else
+      bias_gelu_kernel<T, false>(in<T>(x), in<T>(bias), out<T>(y), rows, cols);
   });
 }
 
@@ -704,7 +708,11 @@ void bias_gelu_backward(Dtype dtype, const void* grad, const void* x, const void
                         int64_t rows, int64_t cols, bool tanh) {
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    bias_gelu_backward_kernel(in<T>(grad), in<T>(x), in<T>(bias), out<T>(dx), rows, cols, tanh);
+    if (tanh)
+      bias_gelu_backward_kernel<T, true>(in<T>(grad), in<T>(x), in<T>(bias), out<T>(dx), rows, cols);
+    else
+      bias_gelu_backward_kernel<T, false>(in<T>(grad), in<T>(x), in<T>(bias), out<T>(dx), rows,
+                                          cols);
   });
 }
 
