@@ -5,8 +5,8 @@
 #include <ATen/Version.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/autograd.h>
-#include <torch/torch.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>
