@@ -108,6 +108,19 @@ struct Checks {
   }
 };
 
+
+// The checks both norms' backward ops make: x's rows, a weight over them,
+// and a gradient like x.
+Rows check_norm_backward(const char* op, const at::Tensor& grad, const at::Tensor& x,
+                         const at::Tensor& weight) {
+  const Checks c{op};
+  c.main(x, "x");
+  const Rows r = c.rows(x, "x");
+  c.vector(weight, "weight", x, r);
+  c.same(grad, "grad", x, "x");
+  return r;
+}
+
 }  // namespace
 
 bool tanh_approximation(std::string_view approximate) {
@@ -180,22 +193,12 @@ Rows check_softmax_backward(const at::Tensor& grad, const at::Tensor& y) {
 
 Rows check_rmsnorm_backward(const at::Tensor& grad, const at::Tensor& x,
                             const at::Tensor& weight) {
-  const Checks c{"runner::rmsnorm_backward"};
-  c.main(x, "x");
-  const Rows r = c.rows(x, "x");
-  c.vector(weight, "weight", x, r);
-  c.same(grad, "grad", x, "x");
-  return r;
+  return check_norm_backward("runner::rmsnorm_backward", grad, x, weight);
 }
 
 Rows check_layernorm_backward(const at::Tensor& grad, const at::Tensor& x,
                               const at::Tensor& weight) {
-  const Checks c{"runner::layernorm_backward"};
-  c.main(x, "x");
-  const Rows r = c.rows(x, "x");
-  c.vector(weight, "weight", x, r);
-  c.same(grad, "grad", x, "x");
-  return r;
+  return check_norm_backward("runner::layernorm_backward", grad, x, weight);
 }
 
 namespace {

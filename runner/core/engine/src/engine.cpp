@@ -33,6 +33,7 @@
 
 #include "evaluation.hpp"
 #include "kernel_run.hpp"
+#include "option_errors.hpp"
 #include "runner/common/strings.hpp"
 #include "recipe.hpp"
 #include "runner/recipes/memory.hpp"
@@ -184,8 +185,8 @@ const char* section_of(PluginKind kind) {
   return "kernel";
 }
 
-// A plugin that refuses one of its options (runner::OptionError) is
-// reported where the experiment writes that option.
+}  // namespace
+
 [[noreturn]] void rethrow_at_option(const PluginOptionError& e, const PluginChoice& choice) {
   const std::string section = section_of(e.plugin_kind());
   throw Error(choice.where_of(e.option()),
@@ -193,6 +194,8 @@ const char* section_of(PluginKind kind) {
                   "': " + e.detail(),
               "run 'runner plugins describe " + choice.plugin + "' to see its options");
 }
+
+namespace {
 
 std::unique_ptr<Loader> make_loader_for(const Experiment& exp, const PluginHost& host,
                                         const LoaderContext& context) {

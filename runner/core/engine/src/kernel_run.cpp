@@ -22,6 +22,7 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #endif
 
+#include "option_errors.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/store/stats.hpp"
@@ -66,14 +67,10 @@ std::string figure(double value) {
 
 // The plugin's case, its option errors reported at the option.
 KernelCase make_case(const Experiment& exp, const PluginHost& host) {
-  const PluginChoice& choice = *exp.kernel;
   try {
-    return host.make_kernel(choice.plugin, choice.options);
+    return host.make_kernel(exp.kernel->plugin, exp.kernel->options);
   } catch (const PluginOptionError& e) {
-    throw Error(choice.where_of(e.option()),
-                "'kernel." + e.option() + "' of kernel plugin '" + choice.plugin +
-                    "': " + e.detail(),
-                "run 'runner plugins describe " + choice.plugin + "' to see its options");
+    rethrow_at_option(e, *exp.kernel);
   }
 }
 

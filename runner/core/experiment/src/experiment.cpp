@@ -254,20 +254,23 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
   const RunKind kind = config.experiment.kind;
   for (const Section& section : sections) {
     const SectionSpec& spec = *find_section(section.name);
-    // A kernel experiment times one op: no model, no data, no evaluation.
-    if (kind == RunKind::kernel &&
-        (section.name == "model" || section.name == "data" || section.name == "eval"))
-      throw check_.error(section.key_src, *section.node,
-                         "section [" + spec.name + "] is not used by kernel experiments",
-                         "a kernel experiment names its op in [kernel]; remove [" + spec.name +
-                             "] or set kind = \"train\" or \"infer\" in [experiment]");
-    if (spec.only_kind && *spec.only_kind != kind)
+    if (spec.kinds.empty() ||
+        std::find(spec.kinds.begin(), spec.kinds.end(), kind) != spec.kinds.end())
+      continue;
+    std::vector<std::string> valid;
+    for (const RunKind k : spec.kinds) valid.push_back(std::string("\"") + to_string(k) + "\"");
+    const std::string fix = "this experiment has kind = \"" + std::string(to_string(kind)) +
+                            "\"; remove [" + spec.name + "] or set kind = " +
+                            join(valid, " or ") + " in [experiment]";
+    if (spec.kinds.size() == 1)
       throw check_.error(section.key_src, *section.node,
                          "section [" + spec.name + "] is only used by " +
-                             to_string(*spec.only_kind) + " experiments",
-                         std::string("this experiment has kind = \"") + to_string(kind) +
-                             "\"; remove [" + spec.name + "] or set kind = \"" +
-                             to_string(*spec.only_kind) + "\" in [experiment]");
+                             to_string(spec.kinds.front()) + " experiments",
+                         fix);
+    throw check_.error(section.key_src, *section.node,
+                       "section [" + spec.name + "] is not used by " + to_string(kind) +
+                           " experiments",
+                       fix);
   }
   for (const Section& section : sections)
     if (section.name != "experiment") read_section(section, config);

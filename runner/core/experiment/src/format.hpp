@@ -47,7 +47,7 @@ struct HostKey {
 struct SectionSpec {
   std::string name;
   std::optional<PluginKind> plugin;  // the section names a plugin; its other keys are options
-  std::optional<RunKind> only_kind;  // set: the section is valid only for this kind
+  std::vector<RunKind> kinds;        // the kinds the section is valid for; empty: every kind
   std::vector<HostKey> keys;
   // Any key names an environment variable whose value is a string ([env]).
   bool environment = false;

@@ -137,7 +137,7 @@ const std::vector<SectionSpec>& section_specs() {
                     }};
     timeout.role = KeyRole::duration;
     timeout.spec.max = kMaxRunTimeoutSeconds;
-    s.push_back({"experiment", std::nullopt, std::nullopt,
+    s.push_back({"experiment", std::nullopt, {},
                  {fixed(name),
                   fixed(string_key("description", "", {}, "free text",
                                    [](Experiment& e, const OptionValue& v) {
@@ -158,7 +158,7 @@ const std::vector<SectionSpec>& section_specs() {
                                     })),
                   fixed(timeout)}});
 
-    s.push_back({"device", std::nullopt, std::nullopt,
+    s.push_back({"device", std::nullopt, {},
                  {string_key("type", "cpu", {"cpu", "cuda", "auto"}, "where to run",
                              [](Experiment& e, const OptionValue& v) { e.device.type = str(v); }),
                   integer_key("threads", 0, 0, kMaxThreads,
@@ -212,7 +212,7 @@ const std::vector<SectionSpec>& section_specs() {
         "\"0,2\"",
         [](Experiment& e, const OptionValue& v) { e.runtime.cpu_affinity = str(v); }));
     cpu_affinity.non_empty = true;
-    s.push_back({"runtime", std::nullopt, std::nullopt,
+    s.push_back({"runtime", std::nullopt, {},
                  {string_key("allocator", "system", {"system", "jemalloc", "tcmalloc"},
                              "memory allocator: the C library's, or jemalloc / tcmalloc "
                              "preloaded into a fresh run process",
@@ -238,7 +238,7 @@ const std::vector<SectionSpec>& section_specs() {
                                               }))}});
 
     // [env]: environment variables of the run process, NAME = "value".
-    s.push_back({"env", std::nullopt, std::nullopt, {}, /*environment=*/true});
+    s.push_back({"env", std::nullopt, {}, {}, /*environment=*/true});
 
     HostKey init_from{spec_of("init_from", OptionType::string, std::nullopt,
                               "weights to start from: a .safetensors file or a state dict "
@@ -255,7 +255,7 @@ const std::vector<SectionSpec>& section_specs() {
                             e.model_settings.check_against = str(v);
                           }};
     check_against.role = KeyRole::path;
-    s.push_back({"model", PluginKind::model, std::nullopt,
+    s.push_back({"model", PluginKind::model, {RunKind::train, RunKind::infer},
                  {init_from,
                   boolean_key("strict", true,
                               "init_from must name every parameter and buffer of the model and "
@@ -277,7 +277,7 @@ const std::vector<SectionSpec>& section_specs() {
                                 e.model_settings.channels_last = bool_of(v);
                               })}});
 
-    s.push_back({"data", PluginKind::loader, std::nullopt,
+    s.push_back({"data", PluginKind::loader, {RunKind::train, RunKind::infer},
                  {integer_key("batch_size", 32, 1, kMaxBatchSize, "samples per batch",
                               [](Experiment& e, const OptionValue& v) {
                                 e.data_settings.batch_size = int_of(v);
@@ -347,14 +347,14 @@ const std::vector<SectionSpec>& section_specs() {
                                  e.data_settings.augment.normalize_std = numbers(v);
                                })}});
 
-    s.push_back({"optimizer", PluginKind::optimizer, RunKind::train, {}});
+    s.push_back({"optimizer", PluginKind::optimizer, {RunKind::train}, {}});
 
     HostKey save_to{spec_of("save_to", OptionType::string, std::nullopt,
                             "safetensors file the trained weights are written to at the end, "
                             "relative to this file; {trial} and {repeat} name the run"),
                     [](Experiment& e, const OptionValue& v) { e.train.save_to = str(v); }};
     save_to.role = KeyRole::path;
-    s.push_back({"train", std::nullopt, RunKind::train,
+    s.push_back({"train", std::nullopt, {RunKind::train},
                  {integer_key("steps", 100, 1, kMaxSteps, "measured steps",
                               [](Experiment& e, const OptionValue& v) {
                                 e.train.steps = int_of(v);
@@ -385,7 +385,7 @@ const std::vector<SectionSpec>& section_specs() {
     // Defaults are PyTorch's: LinearLR's start_factor, StepLR's gamma,
     // CosineAnnealingLR's eta_min, OneCycleLR's parameters.
     s.push_back(
-        {"schedule", std::nullopt, RunKind::train,
+        {"schedule", std::nullopt, {RunKind::train},
          {string_key("type", "constant", {"constant", "step", "cosine", "one_cycle"},
                      "the learning rate over the optimizer steps, as a factor of each "
                      "parameter group's lr",
@@ -443,7 +443,7 @@ const std::vector<SectionSpec>& section_specs() {
                        e.schedule.max_momentum = num(v);
                      })}});
 
-    s.push_back({"infer", std::nullopt, RunKind::infer,
+    s.push_back({"infer", std::nullopt, {RunKind::infer},
                  {integer_key("batches", 100, 1, kMaxSteps, "measured batches",
                               [](Experiment& e, const OptionValue& v) {
                                 e.infer.batches = int_of(v);
@@ -461,7 +461,7 @@ const std::vector<SectionSpec>& section_specs() {
                                e.infer.precision = str(v);
                              })}});
 
-    s.push_back({"eval", std::nullopt, std::nullopt,
+    s.push_back({"eval", std::nullopt, {RunKind::train, RunKind::infer},
                  {integer_key("every", 0, 0, kMaxSteps,
                               "evaluate after every N training steps; 0: only at the end",
                               [](Experiment& e, const OptionValue& v) {
@@ -488,7 +488,7 @@ const std::vector<SectionSpec>& section_specs() {
                                }};
     collective_timeout.role = KeyRole::duration;
     collective_timeout.spec.max = kMaxCollectiveTimeoutSeconds;
-    s.push_back({"distributed", std::nullopt, RunKind::train,
+    s.push_back({"distributed", std::nullopt, {RunKind::train},
                  {integer_key("world_size", 2, 1, kMaxWorldSize,
                               "data-parallel ranks (forked by runner, or a launched "
                               "job's WORLD_SIZE)",
@@ -538,7 +538,7 @@ const std::vector<SectionSpec>& section_specs() {
                               }),
                   fixed(collective_timeout)}});
 
-    s.push_back({"comm_hook", PluginKind::comm_hook, RunKind::train, {}});
+    s.push_back({"comm_hook", PluginKind::comm_hook, {RunKind::train}, {}});
 
     // [kernel]: one custom op's benchmark (docs/kernels.md).
     HostKey shape{spec_of("shape", OptionType::integer_list, std::nullopt,
@@ -547,7 +547,7 @@ const std::vector<SectionSpec>& section_specs() {
     shape.spec.min = 1;
     shape.spec.max = static_cast<double>(kMaxKernelElements);
     shape.spec.items(1, kMaxKernelRank);
-    s.push_back({"kernel", PluginKind::kernel, RunKind::kernel,
+    s.push_back({"kernel", PluginKind::kernel, {RunKind::kernel},
                  {shape,
                   string_key("dtype", "float32", {"float32", "float64", "bfloat16", "float16"},
                              "the dtype of the inputs and the output",
@@ -579,7 +579,7 @@ const std::vector<SectionSpec>& section_specs() {
                          "plugin libraries or folders, relative to this file")};
     path.role = KeyRole::path_list;
     path.non_empty = true;
-    s.push_back({"plugins", std::nullopt, std::nullopt, {fixed(path)}});
+    s.push_back({"plugins", std::nullopt, {}, {fixed(path)}});
     return s;
   }();
   return specs;
