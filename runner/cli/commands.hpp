@@ -28,6 +28,8 @@ Command show_command();
 Command merge_command();
 Command rerun_command();
 Command compare_command();
+Command report_command();
+Command export_command();
 
 /// Loads built-in, RUNNER_PLUGIN_PATH, `extra` (experiment) and --plugin-path plugins.
 void load_plugins(PluginHost& host, const std::vector<std::filesystem::path>& experiment_paths,

@@ -1,0 +1,301 @@
+// Which runs a command reads, and the values of a trial's configuration keys.
+#include "selection.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "args.hpp"
+#include "runner/common/error.hpp"
+#include "runner/common/json.hpp"
+#include "runner/common/strings.hpp"
+
+namespace runner::cli {
+
+namespace {
+
+void add_run(const store::Store& db, std::int64_t run_id, RunFilter filter, Side& side) {
+  auto run = db.get_run(run_id);
+  if (!run) throw Error("run " + std::to_string(run_id) + " is not in the database",
+                        "run 'runner runs' to list the recorded runs");
+  if (filter == RunFilter::all || run->row.status == store::RunStatus::finished)
+    side.runs.push_back(std::move(*run));
+}
+
+void add_trial(const store::Store& db, std::int64_t trial_id, RunFilter filter, Side& side) {
+  for (const auto& r : db.runs_of_trial(trial_id)) add_run(db, r.run_id, filter, side);
+}
+
+const nlohmann::json* member(const nlohmann::json& object, const std::string& key) {
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+Side select(const store::Store& db, const std::string& selector, RunFilter filter) {
+  Side side;
+  side.name = selector;
+  const auto colon = selector.find(':');
+  const std::string kind = colon == std::string::npos ? "run" : selector.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? selector : selector.substr(colon + 1);
+  if (kind == "run") {
+    for (const auto& id : split(rest, ','))
+      add_run(db, parse_integer(id, "a run id", 1), filter, side);
+  } else if (kind == "trial") {
+    for (const auto& id : split(rest, ','))
+      add_trial(db, parse_integer(id, "a trial id", 1), filter, side);
+  } else if (kind == "experiment") {
+    const auto trials = db.trials_of_experiment(rest);
+    if (trials.empty())
+      throw Error("no experiment named '" + rest + "' in the database",
+                  "run 'runner runs' to see the recorded experiments");
+    for (const auto& t : trials) add_trial(db, t.id, filter, side);
+  } else {
+    throw Error("cannot read the selector '" + selector +
+                    "': expected RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME",
+                "e.g. runner compare trial:1 trial:2");
+  }
+  return side;
+}
+
+Side select_all(const store::Store& db, const std::vector<std::string>& selectors,
+                RunFilter filter) {
+  Side all;
+  all.name = join(selectors, " ");
+  std::set<std::int64_t> seen;
+  for (const std::string& selector : selectors)
+    for (auto& run : select(db, selector, filter).runs)
+      if (seen.insert(run.row.id).second) all.runs.push_back(std::move(run));
+  if (all.runs.empty())
+    throw Error("'" + all.name + "' matches no " +
+                    (filter == RunFilter::finished ? "finished " : "") + "run in the database",
+                "run 'runner runs' to list the recorded runs");
+  return all;
+}
+
+// A configuration value as users write it in --by and --baseline: strings bare.
+std::string render(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::string: return v.get<std::string>();
+    case nlohmann::json::value_t::array: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + render(v[i]);
+      return out + "]";
+    }
+    case nlohmann::json::value_t::object: return "{...}";
+    default: return canonical_json(v);  // numbers as stored: 0.1, 1e-04, 3.0, 64
+  }
+}
+
+// The value of a dotted key in a trial's resolved configuration: a host key
+// ("train.steps") or a plugin option ("model.hidden", stored under options).
+std::optional<std::string> config_value(const nlohmann::json& config, const std::string& dotted) {
+  const auto dot = dotted.find('.');
+  const nlohmann::json* section = member(config, dotted.substr(0, dot));
+  if (dot == std::string::npos) return section ? std::optional(render(*section)) : std::nullopt;
+  if (section == nullptr) return std::nullopt;
+  const std::string key = dotted.substr(dot + 1);
+  if (const nlohmann::json* v = member(*section, key)) return render(*v);
+  if (const nlohmann::json* options = member(*section, "options"))
+    if (const nlohmann::json* v = member(*options, key)) return render(*v);
+  return std::nullopt;
+}
+
+// The value the trial's label gives `dotted` ("data.workers=0 model.hidden=[64, 64]
+// optimizer.name=\"x\""), strings unquoted, or nothing. A swept key at its
+// default is left out of the identity (see split_by) but named in the label.
+std::optional<std::string> label_value(const std::string& label, const std::string& dotted) {
+  const std::string key = dotted + "=";
+  std::size_t at = 0;
+  while ((at = label.find(key, at)) != std::string::npos) {
+    if (at == 0 || label[at - 1] == ' ') break;
+    at += key.size();
+  }
+  if (at == std::string::npos) return std::nullopt;
+  const std::size_t start = at + key.size();
+  if (start < label.size() && label[start] == '"') {
+    const std::size_t end = label.find('"', start + 1);
+    if (end == std::string::npos) return std::nullopt;
+    return label.substr(start + 1, end - start - 1);
+  }
+  if (start < label.size() && label[start] == '[') {
+    int depth = 0;
+    for (std::size_t i = start; i < label.size(); ++i) {
+      depth += label[i] == '[' ? 1 : label[i] == ']' ? -1 : 0;
+      if (depth == 0) return label.substr(start, i + 1 - start);
+    }
+    return std::nullopt;
+  }
+  return label.substr(start, label.find(' ', start) - start);
+}
+
+// A trial's value of a dotted key as --by and --where read it: from its
+// configuration, else from its label, else "(default)" (see split_by).
+std::string trial_value(const nlohmann::json& config, const std::string& label,
+                        const std::string& key) {
+  if (auto value = config_value(config, key)) return *value;
+  return label_value(label, key).value_or("(default)");
+}
+
+// Splits one experiment's runs into two sides by the value of a key, among
+// the trials that match every `where` ("KEY=VALUE"): side A has `baseline`
+// (default: the first value), side B `versus` (default: the only other one).
+std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
+                               const std::string& key, const std::string& baseline,
+                               const std::string& versus, const std::vector<std::string>& where) {
+  if (selector.rfind("experiment:", 0) != 0)
+    throw Error("--by needs one experiment:NAME selector, found '" + selector + "'",
+                "e.g. runner compare experiment:amp --by train.precision");
+  const std::string name = selector.substr(11);
+  const auto trials = db.trials_of_experiment(name);
+  if (trials.empty())
+    throw Error("no experiment named '" + name + "' in the database",
+                "run 'runner runs' to see the recorded experiments");
+  std::vector<std::pair<std::string, std::string>> filters;
+  for (const std::string& w : where) {
+    const auto eq = w.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error("--where must be KEY=VALUE, found '" + w + "'",
+                  "e.g. --where model.plugin=resnet (strings without quotes)");
+    filters.emplace_back(w.substr(0, eq), w.substr(eq + 1));
+  }
+  std::map<std::string, std::vector<std::int64_t>> groups;
+  std::vector<std::string> order;
+  // A key at its default is left out of a trial's configuration when it
+  // joined the identity later (train.precision = "fp32", model.channels_last
+  // = false, ...): such trials form the group "(default)". A key no trial
+  // has is a mistake.
+  bool found = false;
+  std::size_t kept = 0;
+  for (const auto& t : trials) {
+    const nlohmann::json config = parse_json(t.config_json);
+    std::optional<std::string> value = config_value(config, key);
+    if (!value) value = label_value(t.label, key);
+    found = found || value.has_value();
+    bool match = true;
+    for (const auto& [k, v] : filters) match = match && trial_value(config, t.label, k) == v;
+    if (!match) continue;
+    ++kept;
+    const std::string label = value.value_or("(default)");
+    if (!groups.count(label)) order.push_back(label);
+    groups[label].push_back(t.id);
+  }
+  if (!found)
+    throw Error("--by " + key + ": no trial of '" + name + "' has such a key",
+                "use a dotted key of the experiment file, e.g. train.steps or model.hidden");
+  if (kept == 0)
+    throw Error("--where " + join(where, " --where ") + ": no trial of '" + name + "' matches",
+                "the trial labels in 'runner runs' show each trial's swept keys");
+  if (groups.size() < 2)
+    throw Error("--by " + key + ": every trial of '" + name + "' has " + key + " = " + order[0] +
+                ", so there is nothing to compare");
+  std::string a_value = baseline.empty() ? order[0] : baseline;
+  if (!groups.count(a_value))
+    throw Error("--baseline " + baseline + ": no trial of '" + name + "' has " + key + " = " +
+                    baseline,
+                "values found: " + join(order, ", "));
+  std::vector<std::string> others;
+  for (const auto& v : order)
+    if (v != a_value) others.push_back(v);
+  std::string b_value = versus;
+  if (!b_value.empty() && (b_value == a_value || !groups.count(b_value)))
+    throw Error("--versus " + versus + ": no other trial of '" + name + "' has " + key + " = " +
+                    versus,
+                "values found: " + join(order, ", "));
+  if (b_value.empty()) {
+    if (others.size() > 1)
+      throw Error("--by " + key + " splits '" + name + "' into " + std::to_string(order.size()) +
+                      " groups (" + join(order, ", ") + "); compare exactly two",
+                  "pick them with --baseline VALUE --versus VALUE, or compare trials directly: "
+                  "runner compare trial:N trial:M");
+    b_value = others[0];
+  }
+  Side a, b;
+  const std::string scope = filters.empty() ? "" : " (" + join(where, ", ") + ")";
+  a.name = key + "=" + a_value + scope;
+  b.name = key + "=" + b_value + scope;
+  for (auto id : groups[a_value]) add_trial(db, id, RunFilter::finished, a);
+  for (auto id : groups[b_value]) add_trial(db, id, RunFilter::finished, b);
+  return {std::move(a), std::move(b)};
+}
+
+std::vector<std::string> label_keys(const std::string& label) {
+  std::vector<std::string> keys;
+  std::size_t at = 0;
+  while (at < label.size()) {
+    const std::size_t eq = label.find('=', at);
+    if (eq == std::string::npos) break;
+    const std::string key = label.substr(at, eq - at);
+    keys.push_back(key);
+    // Skip the value: quoted, bracketed or up to the next space.
+    std::size_t end = eq + 1;
+    if (end < label.size() && label[end] == '"') {
+      end = label.find('"', end + 1);
+      end = end == std::string::npos ? label.size() : end + 1;
+    } else if (end < label.size() && label[end] == '[') {
+      int depth = 0;
+      for (; end < label.size(); ++end) {
+        depth += label[end] == '[' ? 1 : label[end] == ']' ? -1 : 0;
+        if (depth == 0) {
+          ++end;
+          break;
+        }
+      }
+    } else {
+      end = label.find(' ', end);
+      if (end == std::string::npos) end = label.size();
+    }
+    at = end;
+    while (at < label.size() && label[at] == ' ') ++at;
+  }
+  return keys;
+}
+
+namespace {
+
+void flatten_into(const nlohmann::json& value, const std::string& prefix,
+                  std::vector<std::pair<std::string, std::string>>& out) {
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      // A plugin's options read as keys of their section, as users write them.
+      const std::string dotted =
+          key == "options" && !prefix.empty() ? prefix : (prefix.empty() ? key : prefix + "." + key);
+      flatten_into(item, dotted, out);
+    }
+    return;
+  }
+  out.emplace_back(prefix, render(value));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> flatten_config(const nlohmann::json& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  flatten_into(config, "", out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Seconds since the epoch of an ISO-8601 UTC time as the store writes it
+// ("2026-11-26T10:45:10.850Z"); nullopt when it is not of that form.
+std::optional<double> epoch_seconds(const std::string& iso) {
+  std::tm tm{};
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0;
+  double second = 0;
+  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%lfZ", &year, &month, &day, &hour, &minute,
+                  &second) != 6)
+    return std::nullopt;
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  return static_cast<double>(::timegm(&tm)) + second;
+}
+
+}  // namespace runner::cli

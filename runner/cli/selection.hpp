@@ -1,0 +1,81 @@
+// Which runs a command reads: the selectors of `compare`, `report` and
+// `export` (RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME), the
+// split of one experiment by a swept key (--by), and the values of dotted
+// configuration keys in a trial's resolved configuration and sweep label.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "runner/store/store.hpp"
+
+namespace runner::cli {
+
+/// The runs one selector (or one value of a --by key) names, in selector order.
+struct Side {
+  std::string name;                    ///< as the user wrote it, or "KEY=VALUE"
+  std::vector<store::RunDetail> runs;
+};
+
+/// Which runs a selector keeps: compare reads finished runs only; report and
+/// export show every run, failed and interrupted ones included.
+enum class RunFilter { finished, all };
+
+/// The runs of "12", "run:12,13", "trial:3[,4]" or "experiment:NAME". Throws
+/// runner::Error (input) for a run or experiment that is not in the database
+/// and for a selector of another form.
+[[nodiscard]] Side select(const store::Store& db, const std::string& selector,
+                          RunFilter filter = RunFilter::finished);
+
+/// Several selectors as one list of runs, each run once, in selector order.
+/// Throws runner::Error (input) when they match no run at all.
+[[nodiscard]] Side select_all(const store::Store& db, const std::vector<std::string>& selectors,
+                              RunFilter filter);
+
+/// Splits one experiment:NAME's finished runs into two sides by the value of
+/// `key`, among the trials that match every `where` ("KEY=VALUE"): side A
+/// has `baseline` (default: the first value), side B `versus` (default: the
+/// only other one). Throws runner::Error (input) with what to do otherwise.
+[[nodiscard]] std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
+                                             const std::string& key, const std::string& baseline,
+                                             const std::string& versus,
+                                             const std::vector<std::string>& where);
+
+/// A configuration value as users write it in --by and --baseline: strings
+/// bare, numbers as stored, arrays as "[64, 64]".
+[[nodiscard]] std::string render(const nlohmann::json& value);
+
+/// The value of a dotted key in a trial's resolved configuration: a host key
+/// ("train.steps") or a plugin option ("model.hidden", stored under options).
+[[nodiscard]] std::optional<std::string> config_value(const nlohmann::json& config,
+                                                      const std::string& dotted);
+
+/// The value a trial's sweep label gives `dotted` ("data.workers=0
+/// model.hidden=[64, 64] optimizer.name=\"x\""), strings unquoted.
+[[nodiscard]] std::optional<std::string> label_value(const std::string& label,
+                                                     const std::string& dotted);
+
+/// The keys a sweep label names, in label order ("a.b=1 c.d=[1, 2]" -> a.b, c.d).
+[[nodiscard]] std::vector<std::string> label_keys(const std::string& label);
+
+/// A trial's value of a dotted key: from its configuration, else from its
+/// label, else "(default)".
+[[nodiscard]] std::string trial_value(const nlohmann::json& config, const std::string& label,
+                                      const std::string& key);
+
+/// Every leaf of a resolved configuration as dotted key -> rendered value, in
+/// key order; a plugin's options appear under the section ("model.hidden"),
+/// not "model.options.hidden".
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> flatten_config(
+    const nlohmann::json& config);
+
+/// Seconds since the epoch of an ISO-8601 UTC time as the store writes it
+/// ("2026-11-26T10:45:10.850Z"); nullopt when it is not of that form.
+[[nodiscard]] std::optional<double> epoch_seconds(const std::string& iso);
+
+}  // namespace runner::cli
