@@ -1,15 +1,173 @@
-// placeholder replaced by the report command's implementation in progress
+// runner report SELECTOR... [--out report.html]: one self-contained HTML page
+// of what the store holds about the selected runs (docs/report.md).
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <set>
+
 #include "commands.hpp"
+#include "comparison.hpp"
+#include "report_html.hpp"
 #include "runner/common/error.hpp"
+#include "runner/common/files.hpp"
+#include "runner/common/json.hpp"
+#include "runner/common/run_kind.hpp"
+#include "runner/common/strings.hpp"
+#include "runner/store/store.hpp"
+#include "selection.hpp"
+#include "table.hpp"
+
 namespace runner::cli {
 namespace {
-int handle(const Args&, const Global&) { throw Error("runner report is being built"); }
+
+// At most this many points per configuration in the history view, the most
+// recent ones.
+constexpr std::size_t kHistoryPoints = 500;
+
+std::string now_iso() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// "mlp 0.1.0 (1a2b3c4d), sgd 0.1.0 (5e6f7a8b)": what distinguishes builds.
+std::string build_of(const store::RunDetail& run) {
+  std::vector<std::string> parts;
+  for (const auto& p : run.plugins)
+    parts.push_back(p.name + " " + p.version + " (" + p.sha256.substr(0, 8) + ")");
+  return parts.empty() ? std::string("(no plugins)") : join(parts, ", ");
+}
+
+std::vector<HistoryPoint> history_of(const store::Store& db,
+                                     const std::vector<store::RunDetail>& runs) {
+  std::vector<HistoryPoint> out;
+  std::set<std::string> done;
+  for (const auto& selected : runs) {
+    if (!done.insert(selected.config_hash).second) continue;
+    std::vector<HistoryPoint> points;
+    std::set<std::int64_t> seen;
+    for (const auto& [identity, environment] : db.environments_of_config(selected.config_hash)) {
+      (void)environment;
+      for (const store::TrialRun& r : db.runs_of_identity(identity)) {
+        if (r.status != store::RunStatus::finished || !seen.insert(r.run_id).second) continue;
+        const auto run = db.get_run(r.run_id);
+        if (!run) continue;
+        const std::string headline = headline_metric(run->row.kind);
+        for (const auto& s : run->summaries) {
+          if (s.metric != headline || s.n == 0) continue;
+          HistoryPoint p;
+          p.config_hash = selected.config_hash;
+          p.title = selected.row.experiment +
+                    (selected.row.label.empty() ? "" : " (" + selected.row.label + ")");
+          p.run_id = run->row.id;
+          p.started_at = run->row.started_at;
+          p.headline_ns = s.p50;
+          p.headline = headline;
+          p.build = build_of(*run);
+          const auto fingerprint = parse_json_object(run->fingerprint_json);
+          if (const auto it = fingerprint.find("software.git_commit"); it != fingerprint.end())
+            p.commit = it->second.substr(0, 10);
+          points.push_back(std::move(p));
+        }
+      }
+    }
+    std::sort(points.begin(), points.end(), [](const HistoryPoint& a, const HistoryPoint& b) {
+      return a.started_at < b.started_at;
+    });
+    if (points.size() > kHistoryPoints)
+      points.erase(points.begin(), points.end() - static_cast<std::ptrdiff_t>(kHistoryPoints));
+    for (auto& p : points) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::optional<double> margin_option(const Args& args) {
+  if (!args.has("--margin")) return std::nullopt;
+  const std::optional<double> value = parse_double(args.get("--margin"));
+  if (!value || !(*value >= 0) || !(*value < 100))
+    throw Error("--margin must be a percentage in [0, 100), found '" + args.get("--margin") + "'",
+                "e.g. --margin 2 calls differences within +/-2% equivalent");
+  return value;
+}
+
+void compare_into(ReportInput& in, const Side& a, const Side& b, std::optional<double> margin) {
+  in.sides = {a.name, b.name};
+  for (const Side* side : {&a, &b})
+    if (side->runs.empty()) {
+      in.comparison_note = "Side " + side->name + " has no finished runs: nothing to compare.";
+      return;
+    }
+  in.comparison = compare_sides(a, b, margin);
+}
+
+int handle_report(const Args& args, const Global& global) {
+  const std::string by = args.get("--by");
+  if (!by.empty() && args.positionals.size() != 1)
+    throw Error("with --by, give one experiment:NAME selector, found " +
+                std::to_string(args.positionals.size()));
+  const std::optional<double> margin = margin_option(args);
+  const std::filesystem::path out = args.get("--out", "report.html");
+  // Before any work: a report that cannot be written is not made.
+  check_output_path(out);
+  const store::Store db = store::Store::open_read_only(global.db);
+
+  ReportInput in;
+  in.selectors = join(args.positionals, " ") + (by.empty() ? "" : " --by " + by);
+  for (const char* option : {"--baseline", "--versus"})
+    if (args.has(option)) in.selectors += std::string(" ") + option + " " + args.get(option);
+  if (auto it = args.values.find("--where"); it != args.values.end())
+    for (const std::string& w : it->second) in.selectors += " --where " + w;
+  in.database = global.db.string();
+  in.generated_at = now_iso();
+  in.runs = select_all(db, args.positionals, RunFilter::all).runs;
+  if (!by.empty()) {
+    std::vector<std::string> where;
+    if (auto it = args.values.find("--where"); it != args.values.end()) where = it->second;
+    const auto [a, b] = split_by(db, args.positionals[0], by, args.get("--baseline"),
+                                 args.get("--versus"), where);
+    compare_into(in, a, b, margin);
+  } else if (args.positionals.size() == 2) {
+    compare_into(in, select(db, args.positionals[0]), select(db, args.positionals[1]), margin);
+  }
+  for (const auto& run : in.runs) in.samples[run.row.id] = db.samples(run.row.id);
+  in.history = history_of(db, in.runs);
+
+  const std::string page = render_report(in);
+  write_file_atomically(out, page);
+  std::cout << "wrote " << out.string() << " (" << format_number(static_cast<double>(page.size()) / 1e6)
+            << " MB): " << in.runs.size() << " run(s)"
+            << (in.comparison ? ", a comparison" : "") << "; open it in a browser (works offline)\n";
+  return kExitOk;
+}
+
 }  // namespace
+
 Command report_command() {
   CommandDef def;
   def.name = "report";
-  def.summary = "(in progress)";
-  def.usage = "runner report";
-  return {def, &handle};
+  def.summary = "write one self-contained HTML report with charts of recorded runs";
+  def.usage = "runner report SELECTOR... [--out report.html] [options]";
+  def.positionals = {"SELECTOR"};
+  def.variadic = true;
+  def.options = {
+      {"--out", "FILE", "where to write the page (default report.html; replaced whole)", false},
+      {"--by", "KEY", "compare one experiment:NAME split by a swept key (as compare --by)", false},
+      {"--baseline", "VALUE", "with --by: the value that is side A (default: the first)", false},
+      {"--versus", "VALUE", "with --by: the value that is side B (default: the only other)",
+       false},
+      {"--where", "KEY=VALUE", "with --by: only trials with this value of KEY", true},
+      {"--margin", "PCT", "practical-equivalence margin of the comparison (as compare)", false},
+  };
+  def.details =
+      "SELECTOR is RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME, as for compare;\n"
+      "every selected run is shown, failed and interrupted ones included. Two selectors (or\n"
+      "--by) add a comparison of their finished runs: the fingerprint diff, the ratio per\n"
+      "metric with its confidence interval as a forest plot, and the verdicts. The page holds\n"
+      "its chart library (Vega-Lite) and loads nothing when opened. See docs/report.md.";
+  return {def, &handle_report};
 }
+
 }  // namespace runner::cli

@@ -1,0 +1,67 @@
+// The page of `runner report`: one self-contained HTML file (the chart
+// library inlined, no network access when opened) drawn from what the store
+// holds about a set of runs. docs/report.md describes every section.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comparison.hpp"
+#include "selection.hpp"
+
+namespace runner::cli {
+
+/// One operator of a profiled run, as the store's run_ops table holds it.
+struct ReportOp {
+  std::string name;
+  std::string input_shapes;  ///< empty unless the run recorded shapes
+  std::int64_t calls = 0;
+  double self_cpu_ns = 0, total_cpu_ns = 0, self_cuda_ns = 0, total_cuda_ns = 0;
+};
+
+/// A finished run with the same configuration as a selected trial, recorded
+/// at any time (the history view: a model tracked across builds of its plugin).
+struct HistoryPoint {
+  std::string config_hash;   ///< what the points of one chart share
+  std::string title;         ///< the configuration's trial label or experiment
+  std::int64_t run_id = 0;
+  std::string started_at;    ///< ISO-8601 UTC
+  double headline_ns = 0;    ///< the run's p50 of its headline metric
+  std::string headline;      ///< step_time, latency or call_time
+  std::string build;         ///< the plugin libraries it ran: "mlp 0.1.0 (1a2b3c4d)" ...
+  std::string commit;        ///< runner's commit from the fingerprint (short)
+};
+
+/// Everything a report shows.
+struct ReportInput {
+  std::string selectors;     ///< as given on the command line
+  std::string database;      ///< path of the store
+  std::string generated_at;  ///< ISO-8601 UTC
+  std::vector<store::RunDetail> runs;                          ///< every selected run
+  std::map<std::int64_t, std::vector<store::Sample>> samples;  ///< by run id
+  std::map<std::int64_t, std::vector<ReportOp>> ops;           ///< profiled runs, by run id
+  /// Two sides were asked for (two selectors, or --by): their names, and
+  /// their comparison when both have finished runs (else `comparison_note`).
+  std::optional<std::pair<std::string, std::string>> sides;
+  std::optional<SideComparison> comparison;
+  std::string comparison_note;
+  std::vector<HistoryPoint> history;
+};
+
+/// The whole page.
+[[nodiscard]] std::string render_report(const ReportInput& input);
+
+/// A trial's resolved configuration (canonical JSON) written as the TOML of
+/// an experiment file: one table per section, a plugin's options as keys of
+/// its section. A value TOML cannot hold (null) becomes a comment.
+[[nodiscard]] std::string config_toml(const std::string& config_json);
+
+/// Bootstrap percentile interval (95 %) of the median of `values` (fixed
+/// seed, 2000 resamples); {median, median} for fewer than 2 values.
+[[nodiscard]] std::pair<double, double> median_interval(const std::vector<double>& values);
+
+}  // namespace runner::cli
