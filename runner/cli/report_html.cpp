@@ -243,6 +243,9 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
     }
   }
   if (values.empty()) return "<p class=\"note\">No samples recorded for these runs.</p>\n";
+  // The headlines first, then the phases in the order a step takes them.
+  json phase_order = {"step_time", "latency", "call_time"};
+  for (const store::PhaseInfo& phase : store::kPhases) phase_order.push_back(phase.name);
   const json x = {{"field", "run"}, {"type", "nominal"}, {"title", nullptr}, {"sort", nullptr}};
   const json color = {{"field", "stage"},
                       {"type", "nominal"},
@@ -263,7 +266,7 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
                 "5th-95th percentile (min and max in the tooltip)"},
       {"data", {{"values", values}}},
       {"facet", {{"field", "phase"}, {"type", "nominal"}, {"title", nullptr},
-                 {"sort", nullptr}}},
+                 {"sort", phase_order}}},
       {"columns", 3},
       {"resolve", {{"scale", {{"y", "independent"}}}}},
       {"spec",
