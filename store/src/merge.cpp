@@ -28,7 +28,7 @@ MergeCounts& MergeCounts::operator+=(const MergeCounts& other) {
         std::pair{&run_plugins, &other.run_plugins}, std::pair{&samples, &other.samples},
         std::pair{&summaries, &other.summaries}, std::pair{&metrics, &other.metrics},
         std::pair{&evaluations, &other.evaluations}, std::pair{&run_files, &other.run_files},
-        std::pair{&run_attributes, &other.run_attributes}}) {
+        std::pair{&run_attributes, &other.run_attributes}, std::pair{&run_ops, &other.run_ops}}) {
     mine->added += theirs->added;
     mine->present += theirs->present;
   }
@@ -93,6 +93,10 @@ class Merger {
     children("evaluations", {"step", "metric", "value"}, counts_.evaluations);
     children("run_files", {"role", "path", "sha256", "bytes", "skipped"}, counts_.run_files);
     children("run_attributes", {"name", "value"}, counts_.run_attributes);
+    children("run_ops",
+             {"name", "input_shapes", "calls", "self_cpu_ns", "total_cpu_ns", "self_cuda_ns",
+              "total_cuda_ns"},
+             counts_.run_ops);
     return counts_;
   }
 

@@ -489,11 +489,32 @@ LEFT JOIN summaries AS s
 LEFT JOIN metrics AS m ON m.run_id = r.id AND m.name = 'samples_per_s';
 )sql";
 
+// Version 11 (profiler traces): the steps a run recorded under LibTorch's
+// profiler ([profile] steps), flagged and excluded from the statistics
+// (NULL for rows written before it: not profiled), and the run's operators
+// aggregated over those steps. The trace file itself is a run_files row
+// with role 'profile_trace'.
+constexpr const char* kSchemaV11 = R"sql(
+ALTER TABLE samples ADD COLUMN profiled INTEGER CHECK (profiled IN (0, 1));
+
+CREATE TABLE run_ops (
+  run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name          TEXT NOT NULL CHECK (name <> ''),
+  input_shapes  TEXT NOT NULL DEFAULT '',
+  calls         INTEGER NOT NULL CHECK (calls >= 1),
+  self_cpu_ns   INTEGER NOT NULL CHECK (self_cpu_ns >= 0),
+  total_cpu_ns  INTEGER NOT NULL CHECK (total_cpu_ns >= self_cpu_ns),
+  self_cuda_ns  INTEGER NOT NULL DEFAULT 0 CHECK (self_cuda_ns >= 0),
+  total_cuda_ns INTEGER NOT NULL DEFAULT 0 CHECK (total_cuda_ns >= self_cuda_ns),
+  PRIMARY KEY (run_id, name, input_shapes)
+) WITHOUT ROWID;
+)sql";
+
 #undef RUNNER_NOW
 
-constexpr std::array<const char*, 10> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
+constexpr std::array<const char*, 11> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
                                                      kSchemaV5, kSchemaV6, kSchemaV7, kSchemaV8,
-                                                     kSchemaV9, kSchemaV10};
+                                                     kSchemaV9, kSchemaV10, kSchemaV11};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

@@ -226,7 +226,31 @@ std::vector<Sample> Store::samples(std::int64_t run_id) const {
       s.skipped = query.is_null(recipe + 3) ? -1 : static_cast<int>(query.int64(recipe + 3));
       s.rank_max_ns = query.real(recipe + 4, -1);
       s.rank_median_ns = query.real(recipe + 5, -1);
+      s.profiled = !query.is_null(recipe + 6) && query.int64(recipe + 6) != 0;
       out.push_back(s);
+    }
+    return out;
+  });
+}
+
+std::vector<OpStat> Store::run_ops(std::int64_t run_id) const {
+  return with_context("cannot read the operators of run " + std::to_string(run_id), [&] {
+    Statement query(db_.get(),
+                    "SELECT name, input_shapes, calls, self_cpu_ns, total_cpu_ns, self_cuda_ns, "
+                    "total_cuda_ns FROM run_ops WHERE run_id = ?1 "
+                    "ORDER BY self_cpu_ns DESC, total_cpu_ns DESC, name, input_shapes");
+    query.bind_int(1, run_id);
+    std::vector<OpStat> out;
+    while (query.step()) {
+      OpStat op;
+      op.name = query.text(0);
+      op.input_shapes = query.text(1);
+      op.calls = query.int64(2);
+      op.self_cpu_ns = query.int64(3);
+      op.total_cpu_ns = query.int64(4);
+      op.self_cuda_ns = query.int64(5);
+      op.total_cuda_ns = query.int64(6);
+      out.push_back(std::move(op));
     }
     return out;
   });

@@ -160,7 +160,7 @@ const std::vector<std::string>& sample_columns() {
     std::vector<std::string> out = {"step", "warmup", "wall_ns", "loss"};
     for (const PhaseInfo& phase : kPhases) out.emplace_back(phase.column);
     for (const char* column : {"lr", "grad_norm", "loss_scale", "skipped", "rank_max_ns",
-                               "rank_median_ns"})
+                               "rank_median_ns", "profiled"})
       out.emplace_back(column);
     return out;
   }();

@@ -63,7 +63,8 @@ void migrate(sqlite3* db, const std::filesystem::path& path);
 [[nodiscard]] const std::vector<std::string>& sample_columns();
 /// Position of the first phase column in sample_columns().
 inline constexpr int kFirstPhaseColumn = 4;
-/// Index of "lr" (then grad_norm, loss_scale, skipped) in sample_columns().
+/// Index of "lr" (then grad_norm, loss_scale, skipped, rank_max_ns,
+/// rank_median_ns, profiled) in sample_columns().
 inline constexpr int kFirstRecipeColumn = kFirstPhaseColumn + static_cast<int>(kPhaseCount);
 
 /// runs.status text read from the database `db` (a runner::Error naming the

@@ -244,6 +244,7 @@ void Store::add_samples(std::int64_t run_id, const std::vector<Sample>& samples)
       }
       insert.bind_duration(recipe + 4, sample.rank_max_ns);
       insert.bind_duration(recipe + 5, sample.rank_median_ns);
+      insert.bind_int(recipe + 6, sample.profiled ? 1 : 0);
       insert.run();
     }
     tx.commit();
@@ -322,13 +323,31 @@ void check_attributes(const std::string& doing, const std::vector<RunAttribute>&
   }
 }
 
+// Operators: a name, unique with its input shapes, and counts that add up.
+void check_ops(const std::string& doing, const std::vector<OpStat>& ops) {
+  std::set<std::pair<std::string, std::string>> keys;
+  for (const OpStat& op : ops) {
+    if (op.name.empty()) throw Error(doing + ": an operator has an empty name", {}, ErrorKind::run);
+    if (!keys.emplace(op.name, op.input_shapes).second)
+      throw Error(doing + ": operator '" + op.name + "' is given twice with input shapes '" +
+                      op.input_shapes + "'",
+                  {}, ErrorKind::run);
+    if (op.calls < 1 || op.self_cpu_ns < 0 || op.total_cpu_ns < op.self_cpu_ns ||
+        op.self_cuda_ns < 0 || op.total_cuda_ns < op.self_cuda_ns)
+      throw Error(doing + ": operator '" + op.name +
+                      "': expected calls >= 1 and 0 <= self <= total times",
+                  {}, ErrorKind::run);
+  }
+}
+
 }  // namespace
 
 void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string& error,
                        const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
                        int signal, const std::vector<Evaluation>& evaluations,
                        const std::vector<RunFile>& files,
-                       const std::vector<RunAttribute>& attributes) {
+                       const std::vector<RunAttribute>& attributes,
+                       const std::vector<OpStat>& ops) {
   const std::string doing = "cannot finish run " + std::to_string(run_id);
   if (status == RunStatus::running) {
     throw Error(doing +
@@ -344,6 +363,7 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
   }
   check_evaluations_and_files(doing, evaluations, files);
   check_attributes(doing, attributes);
+  check_ops(doing, ops);
   with_context(doing, [&] {
     Transaction tx(db_.get());
     {
@@ -436,6 +456,23 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
       insert_attribute.bind_text(2, a.name);
       insert_attribute.bind_text(3, a.value);
       insert_attribute.run();
+    }
+
+    Statement insert_op(db_.get(),
+                        "INSERT INTO run_ops (run_id, name, input_shapes, calls, self_cpu_ns, "
+                        "total_cpu_ns, self_cuda_ns, total_cuda_ns) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    for (const OpStat& op : ops) {
+      insert_op.reset();
+      insert_op.bind_int(1, run_id);
+      insert_op.bind_text(2, op.name);
+      insert_op.bind_text(3, op.input_shapes);
+      insert_op.bind_int(4, op.calls);
+      insert_op.bind_int(5, op.self_cpu_ns);
+      insert_op.bind_int(6, op.total_cpu_ns);
+      insert_op.bind_int(7, op.self_cuda_ns);
+      insert_op.bind_int(8, op.total_cuda_ns);
+      insert_op.run();
     }
     tx.commit();
   });

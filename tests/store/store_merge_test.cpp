@@ -173,6 +173,52 @@ TEST_F(StoreTest, MergingTheSameShardTwiceAddsNothing) {
   EXPECT_EQ(query_text(handle(all), "PRAGMA integrity_check"), "ok");
 }
 
+// A profiled run: its operators (run_ops), its trace (run_files role
+// profile_trace) and its profiled samples travel with it, once.
+TEST_F(StoreTest, MergeCarriesTheOperatorsAndTraceOfAProfiledRun) {
+  const fs::path a = dir_ / "a.db";
+  const std::string sha(64, 'a');
+  {
+    Store shard = Store::open(a);
+    const auto e = shard.upsert_experiment("p", "/p.toml", "[profile]\nsteps = 2\n");
+    const auto trial = shard.upsert_trial(e, "{}", "hp", "hp", "");
+    RunStart start;
+    start.trial_id = trial;
+    const auto run = shard.begin_run(start);
+    std::vector<Sample> samples(3);
+    for (int i = 0; i < 3; ++i) {
+      samples[static_cast<std::size_t>(i)].step = i;
+      samples[static_cast<std::size_t>(i)].wall_ns = 10;
+      samples[static_cast<std::size_t>(i)].profiled = i < 2;
+    }
+    shard.add_samples(run, samples);
+    shard.finish_run(run, RunStatus::finished, "", {}, {}, 0, {},
+                     {{"profile_trace", "/traces/run-1.json", sha, 1234, ""}}, {},
+                     {{"aten::mm", "", 4, 100, 120, 0, 0}, {"aten::relu", "[[8, 4]]", 2, 7, 7, 0, 0}});
+  }
+  Store all = Store::open(db_path_);
+  const auto first = all.merge_from(a);
+  EXPECT_EQ(first.run_ops.added, 2);
+  EXPECT_EQ(first.run_files.added, 1);
+  const auto again = all.merge_from(a);
+  EXPECT_EQ(again.run_ops.added, 0);
+  EXPECT_EQ(again.run_ops.present, 2);
+  const std::int64_t run = query_int(handle(all), "SELECT id FROM runs");
+  const auto ops = all.run_ops(run);
+  ASSERT_EQ(ops.size(), 2U);
+  EXPECT_EQ(ops[0].name, "aten::mm");
+  EXPECT_EQ(ops[0].calls, 4);
+  EXPECT_EQ(ops[0].total_cpu_ns, 120);
+  EXPECT_EQ(ops[1].input_shapes, "[[8, 4]]");
+  const auto detail = all.get_run(run);
+  ASSERT_EQ(detail->files.size(), 1U);
+  EXPECT_EQ(detail->files[0].role, "profile_trace");
+  EXPECT_EQ(detail->files[0].path, "/traces/run-1.json");
+  EXPECT_EQ(detail->files[0].bytes, 1234);
+  EXPECT_EQ(query_int(handle(all), "SELECT count(*) FROM samples WHERE profiled = 1"), 2);
+  EXPECT_EQ(query_text(handle(all), "PRAGMA integrity_check"), "ok");
+}
+
 TEST_F(StoreTest, MergeTotalsAddUp) {
   const fs::path a = dir_ / "a.db";
   const fs::path b = dir_ / "b.db";

@@ -369,8 +369,86 @@ TEST_F(StoreTest, MigrationStepsAreAvailableForTests) {
             std::string::npos);
   EXPECT_NE(std::string(runner::store::testing::migration_sql(10)).find("CREATE TABLE peak_bandwidth"),
             std::string::npos);
-  EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(11)), std::out_of_range);
+  EXPECT_NE(std::string(runner::store::testing::migration_sql(11)).find("CREATE TABLE run_ops"),
+            std::string::npos);
+  EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(12)), std::out_of_range);
   EXPECT_THROW(static_cast<void>(runner::store::testing::migration_sql(0)), std::out_of_range);
+}
+
+// --- schema version 11: profiled samples and the operators of a profiled run -
+
+TEST_F(StoreTest, Version11OldSamplesReadAsNotProfiledAndRunOpsRoundTrip) {
+  write_v1_file(db_path_);
+  Store store = Store::open(db_path_);
+  sqlite3* db = handle(store);
+  // Rows written before version 11 have NULL: not profiled.
+  EXPECT_EQ(query_text(db, "SELECT count(*) FROM samples WHERE profiled IS NULL"), "3");
+  for (const Sample& s : store.samples(1)) EXPECT_FALSE(s.profiled) << s.step;
+  EXPECT_TRUE(store.run_ops(1).empty());
+
+  const auto experiment = store.upsert_experiment("e", "/e.toml", "text");
+  const auto trial = store.upsert_trial(experiment, "{}", "h11", "h11", "");
+  RunStart start;
+  start.trial_id = trial;
+  const auto run = store.begin_run(start);
+  std::vector<Sample> samples(4);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    samples[i].step = static_cast<std::int64_t>(i);
+    samples[i].wall_ns = 100;
+    samples[i].warmup = i == 0;
+    samples[i].profiled = i == 1 || i == 2;
+  }
+  store.add_samples(run, samples);
+  const std::vector<runner::store::OpStat> ops = {
+      {"aten::mm", "", 6, 600, 700, 0, 0},
+      {"aten::addmm", "[[2, 3], [3, 4]]", 3, 900, 1000, 10, 20},
+      {"aten::addmm", "[[5, 3], [3, 4]]", 1, 50, 50, 0, 0}};
+  store.finish_run(run, RunStatus::finished, "", {}, {}, 0, {}, {}, {}, ops);
+  EXPECT_EQ(query_text(db, "SELECT group_concat(profiled, '') FROM (SELECT profiled FROM samples "
+                           "WHERE run_id = " + std::to_string(run) + " ORDER BY step)"),
+            "0110");
+  const auto read = store.samples(run);
+  ASSERT_EQ(read.size(), 4U);
+  EXPECT_EQ(read[1].profiled, true);
+  EXPECT_EQ(read[3].profiled, false);
+  EXPECT_FALSE(read[1].measured());
+  EXPECT_TRUE(read[3].measured());
+  const auto back = store.run_ops(run);
+  ASSERT_EQ(back.size(), 3U);  // by self CPU time, descending
+  EXPECT_EQ(back[0].name, "aten::addmm");
+  EXPECT_EQ(back[0].input_shapes, "[[2, 3], [3, 4]]");
+  EXPECT_EQ(back[0].calls, 3);
+  EXPECT_EQ(back[0].self_cpu_ns, 900);
+  EXPECT_EQ(back[0].total_cpu_ns, 1000);
+  EXPECT_EQ(back[0].self_cuda_ns, 10);
+  EXPECT_EQ(back[0].total_cuda_ns, 20);
+  EXPECT_EQ(back[1].name, "aten::mm");
+  EXPECT_EQ(back[2].input_shapes, "[[5, 3], [3, 4]]");
+  // Deleting the run takes its operators with it.
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM runs", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM run_ops"), 0);
+}
+
+TEST_F(StoreTest, FinishRunRefusesBadOperatorsAndWritesNothing) {
+  Store store = Store::open(db_path_);
+  const auto experiment = store.upsert_experiment("e", "/e.toml", "text");
+  const auto trial = store.upsert_trial(experiment, "{}", "h", "h", "");
+  RunStart start;
+  start.trial_id = trial;
+  const auto run = store.begin_run(start);
+  const std::string doing = "cannot finish run " + std::to_string(run);
+  EXPECT_THROW_MSG(store.finish_run(run, RunStatus::finished, "", {}, {}, 0, {}, {}, {},
+                                    {{"aten::mm", "", 1, 5, 5, 0, 0}, {"aten::mm", "", 2, 1, 1, 0, 0}}),
+                   Error, doing + ": operator 'aten::mm' is given twice with input shapes ''");
+  EXPECT_THROW_MSG(store.finish_run(run, RunStatus::finished, "", {}, {}, 0, {}, {}, {},
+                                    {{"aten::mm", "", 1, 6, 5, 0, 0}}),
+                   Error,
+                   doing + ": operator 'aten::mm': expected calls >= 1 and 0 <= self <= total times");
+  EXPECT_THROW_MSG(store.finish_run(run, RunStatus::finished, "", {}, {}, 0, {}, {}, {},
+                                    {{"", "", 1, 1, 1, 0, 0}}),
+                   Error, doing + ": an operator has an empty name");
+  EXPECT_EQ(store.get_run(run)->row.status, RunStatus::running);
+  EXPECT_EQ(query_int(handle(store), "SELECT count(*) FROM run_ops"), 0);
 }
 
 // --- schema version 3: measurement columns and measured peaks ---------------
@@ -451,11 +529,11 @@ TEST_F(StoreTest, EveryPhaseHasItsColumnInTheSchema) {
     for (const auto& phase : runner::store::kPhases)
       EXPECT_EQ(sample_column_type(store, phase.column), "REAL") << phase.name << " in " << path;
     // And nothing else: run_id, step, warmup, wall_ns and loss, the phases,
-    // the four recipe columns (lr, grad_norm, loss_scale, skipped) and the two
-    // rank columns (rank_max_ns, rank_median_ns), so a phase column added by
-    // a migration without its table line shows up here too.
+    // the four recipe columns (lr, grad_norm, loss_scale, skipped), the two
+    // rank columns (rank_max_ns, rank_median_ns) and profiled, so a phase
+    // column added by a migration without its table line shows up here too.
     EXPECT_EQ(query_int(handle(store), "SELECT count(*) FROM pragma_table_info('samples')"),
-              5 + static_cast<std::int64_t>(runner::store::kPhaseCount) + 4 + 2)
+              5 + static_cast<std::int64_t>(runner::store::kPhaseCount) + 4 + 2 + 1)
         << path;
   }
   // Names and columns are unique, and each column is the name plus "_ns" (the

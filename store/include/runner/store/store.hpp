@@ -32,7 +32,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -71,6 +71,9 @@ struct PluginRecord {
 struct Sample {
   std::int64_t step = 0;     ///< 0-based, warm-up steps included
   bool warmup = false;       ///< true for discarded warm-up steps
+  /// true for steps run under the profiler ([profile] steps, after the
+  /// warm-up): recorded, but excluded from every statistic as warm-up is
+  bool profiled = false;
   double wall_ns = -1;       ///< whole step / batch latency
   PhaseTimes phase_ns = no_phase_times();  ///< per phase (see phases.hpp); -1: does not apply
   double loss = std::numeric_limits<double>::quiet_NaN();  ///< NaN: none
@@ -84,6 +87,8 @@ struct Sample {
   double rank_max_ns = -1;
   double rank_median_ns = -1;
 
+  /// True for a step the statistics count: neither warm-up nor profiled.
+  [[nodiscard]] bool measured() const { return !warmup && !profiled; }
   /// The duration of one phase, ns (-1: does not apply).
   [[nodiscard]] double& phase(Phase p) { return phase_ns[phase_index(p)]; }
   /// The duration of one phase, ns (-1: does not apply).
@@ -117,8 +122,9 @@ struct Evaluation {
 /// A weights file a run read or wrote.
 struct RunFile {
   /// "init_from" (read at start), "save_to" (written at the end),
-  /// "check_against" (the reference outputs) or "model.OPTION" (a file a
-  /// model plugin's option names, e.g. "model.package")
+  /// "check_against" (the reference outputs), "model.OPTION" (a file a
+  /// model plugin's option names, e.g. "model.package") or
+  /// "profile_trace" (the Chrome-trace JSON of the profiled steps)
   std::string role;
   std::string path;        ///< absolute path
   std::string sha256;      ///< lowercase hex of the file's bytes
@@ -126,6 +132,19 @@ struct RunFile {
   /// init_from with strict = false: the names the load skipped, one per
   /// line ("missing NAME", "unexpected NAME"); empty otherwise.
   std::string skipped;
+};
+
+/// One operator of a profiled run ([profile] steps): its calls and times
+/// over the profiled steps, aggregated by name (and by input shapes when
+/// they were recorded). See docs/profiling.md for how self time is computed.
+struct OpStat {
+  std::string name;               ///< "aten::addmm", ...
+  std::string input_shapes;       ///< "[[64, 784], [784, 256]]" when recorded; else empty
+  std::int64_t calls = 0;
+  std::int64_t self_cpu_ns = 0;   ///< total minus the time of directly nested CPU ops
+  std::int64_t total_cpu_ns = 0;
+  std::int64_t self_cuda_ns = 0;  ///< 0 on the CPU
+  std::int64_t total_cuda_ns = 0;
 };
 
 /// A fact about what a run ran, as text: the provenance of an exported
@@ -212,7 +231,7 @@ struct TableCounts {
 /// What merge_from did with one input database.
 struct MergeCounts {
   TableCounts experiments, trials, fingerprints, runs, run_plugins, samples, summaries, metrics,
-      evaluations, run_files, run_attributes;
+      evaluations, run_files, run_attributes, run_ops;
   /// Runs still "running" in the input with a live heartbeat: not copied
   /// (their process may still write them); merge again once they are done.
   std::int64_t runs_running = 0;
@@ -288,8 +307,8 @@ class Store {
   void heartbeat(std::int64_t run_id);
   /// Sets the final status (not running), error text, finished_at, the
   /// signal that ended the run (0: none), and writes summaries, metrics,
-  /// held-out evaluations and the weights files read or written, all in one
-  /// transaction. Throws if the run already has a final status (also when
+  /// held-out evaluations, the files read or written and the profiled
+  /// operators (run_ops), all in one transaction. Throws if the run already has a final status (also when
   /// mark_stale_runs_interrupted() converted it meanwhile), and for two
   /// evaluations with the same step and metric or two files with the same
   /// role or two attributes with the same name; nothing is written then and
@@ -298,7 +317,8 @@ class Store {
                   const std::vector<Summary>& summaries, const std::vector<Metric>& metrics,
                   int signal = 0, const std::vector<Evaluation>& evaluations = {},
                   const std::vector<RunFile>& files = {},
-                  const std::vector<RunAttribute>& attributes = {});
+                  const std::vector<RunAttribute>& attributes = {},
+                  const std::vector<OpStat>& ops = {});
   /// Finishes a running run as "interrupted" with `error`, for the Ctrl-C
   /// path (call it from normal code after the signal, never from a handler).
   /// Returns false, changing nothing, if the run already has a final status;
@@ -313,6 +333,9 @@ class Store {
   [[nodiscard]] std::vector<RunRow> list_runs(std::int64_t limit = 50) const;
   /// One run, or nullopt.
   [[nodiscard]] std::optional<RunDetail> get_run(std::int64_t run_id) const;
+  /// The profiled operators of a run (run_ops), by self CPU time, then
+  /// total CPU time, descending; empty when the run was not profiled.
+  [[nodiscard]] std::vector<OpStat> run_ops(std::int64_t run_id) const;
   /// The samples of a run, in step order.
   [[nodiscard]] std::vector<Sample> samples(std::int64_t run_id) const;
   /// Every run of a trial, by repeat_index, then rank, then id (effective statuses).
