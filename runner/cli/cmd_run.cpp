@@ -147,6 +147,9 @@ class PrintingObserver final : public RunObserver {
         prefix_ + (kind_ == RunKind::kernel ? " call " : " step ") + std::to_string(p.step) +
         "/" + std::to_string(p.total_steps);
     if (!std::isnan(p.last_loss)) line += "  loss " + format_number(p.last_loss);
+    // How much of the recent steps went to waiting for data (docs/data.md).
+    if (!std::isnan(p.data_share))
+      line += "  data wait " + format_number(std::round(p.data_share * 1000) / 10) + "%";
     line += "  " + format_number(p.steps_per_s) + (kind_ == RunKind::kernel ? " calls/s" : " steps/s");
     if (terminal_) {
       std::cerr << "\r\033[K" << line << std::flush;

@@ -30,8 +30,13 @@ class ProgressReporter {
  public:
   ProgressReporter(const RunRequest& request, std::int64_t total)
       : callback_(request.on_progress), total_(total) {}
-  void step(std::int64_t done, double loss) {
+  void step(std::int64_t done, double loss, const store::Sample& sample) {
     if (!callback_) return;
+    const double data_ns = sample.phase(store::Phase::data);
+    if (data_ns >= 0 && sample.wall_ns > 0) {
+      data_ns_ += data_ns;
+      wall_ns_ += sample.wall_ns;
+    }
     const auto now = Clock::now();
     if (done != total_ && now - last_ < std::chrono::seconds(2)) return;
     const double elapsed = seconds_between(last_, now);
@@ -40,9 +45,11 @@ class ProgressReporter {
     p.total_steps = total_;
     p.last_loss = loss;
     p.steps_per_s = elapsed > 0 ? static_cast<double>(done - last_step_) / elapsed : 0;
+    if (wall_ns_ > 0) p.data_share = data_ns_ / wall_ns_;
     callback_(p);
     last_ = now;
     last_step_ = done;
+    data_ns_ = wall_ns_ = 0;
   }
 
  private:
@@ -50,6 +57,7 @@ class ProgressReporter {
   std::int64_t total_;
   Clock::time_point last_ = Clock::now();
   std::int64_t last_step_ = 0;
+  double data_ns_ = 0, wall_ns_ = 0;  // the data phase and wall time since the last report
 };
 
 // Checked before every step: an interrupt ends the run between steps, so
@@ -100,7 +108,7 @@ std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_
     } else {
       ++measured_done;
     }
-    progress.step(auto_warmup ? measured_done : step + 1, loss_value);
+    progress.step(auto_warmup ? measured_done : step + 1, loss_value, out.samples.back());
     if (after_step) after_step(step + 1);
   }
   out.metrics.push_back({"warmup_steps", static_cast<double>(warm_steps), "count"});

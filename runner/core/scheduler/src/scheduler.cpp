@@ -120,23 +120,29 @@ int run_and_record(const std::filesystem::path& db_path, std::int64_t run_id, in
   }
 }
 
-// "progress STEP TOTAL LOSS STEPS_PER_S": how a fresh run process reports progress.
+// "progress STEP TOTAL LOSS STEPS_PER_S DATA_SHARE": how a fresh run process
+// reports progress (NaN written as "nan").
 std::string progress_line(const Progress& p) {
   std::ostringstream out;
   out.precision(17);
   out << "progress " << p.step << " " << p.total_steps << " " << p.last_loss << " "
-      << p.steps_per_s << "\n";
+      << p.steps_per_s << " " << p.data_share << "\n";
   return out.str();
 }
 
 std::optional<Progress> parse_progress_line(const std::string& line) {
   std::istringstream in(line);
-  std::string tag, loss;
+  std::string tag, loss, share;
   Progress p;
-  if (!(in >> tag >> p.step >> p.total_steps >> loss >> p.steps_per_s) || tag != "progress")
+  if (!(in >> tag >> p.step >> p.total_steps >> loss >> p.steps_per_s >> share) ||
+      tag != "progress")
     return std::nullopt;
-  const auto value = parse_double(loss);
-  p.last_loss = value ? *value : std::numeric_limits<double>::quiet_NaN();
+  const auto nan_or = [](const std::string& text) {
+    const auto value = parse_double(text);
+    return value ? *value : std::numeric_limits<double>::quiet_NaN();
+  };
+  p.last_loss = nan_or(loss);
+  p.data_share = nan_or(share);
   return p;
 }
 

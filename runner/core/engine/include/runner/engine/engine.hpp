@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct Progress {
   std::int64_t total_steps = 0;   ///< warm-up + measured
   double last_loss = 0;           ///< NaN for infer
   double steps_per_s = 0;         ///< recent throughput
+  /// Share of the recent steps' wall time spent waiting for the batch (the
+  /// data phase), in [0, 1]; NaN when the steps have no data phase (kernels).
+  double data_share = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// What to run.
