@@ -167,7 +167,7 @@ TEST_F(BadInputTest, UnknownSectionSuggestsTheClosestOne) {
                   "error: " + file.string() +
                       ":24:1: unknown section [modle]; did you mean [model]?\n"
                       "hint: known sections: experiment, device, runtime, env, model, data, optimizer, "
-                      "train, schedule, infer, eval, distributed, comm_hook, kernel, plugins, sweep, "
+                      "train, schedule, infer, eval, profile, distributed, comm_hook, kernel, plugins, sweep, "
                       "trial\n");
 }
 

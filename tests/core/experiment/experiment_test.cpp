@@ -28,7 +28,7 @@ using test::kOptimizer;
 class ExperimentTest : public test::ExperimentFixture {};
 
 const char* const kKnownSections =
-    "known sections: experiment, device, runtime, env, model, data, optimizer, train, schedule, infer, eval, distributed, "
+    "known sections: experiment, device, runtime, env, model, data, optimizer, train, schedule, infer, eval, profile, distributed, "
     "comm_hook, kernel, plugins, sweep, trial";
 
 // --- happy paths ---------------------------------------------------------------

@@ -107,7 +107,7 @@ TEST_F(OverridesTest, UnknownKey) {
             "--set trian.steps=5: unknown key 'trian.steps'; did you mean 'train.steps'?");
   EXPECT_EQ(section.hint(),
             "a key is written section.key, e.g. train.steps; known sections: experiment, device, runtime, env, "
-            "model, data, optimizer, train, schedule, infer, eval, distributed, comm_hook, kernel, plugins");
+            "model, data, optimizer, train, schedule, infer, eval, profile, distributed, comm_hook, kernel, plugins");
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"steps=5"})), Error,
                    "--set steps=5: unknown key 'steps'");
   EXPECT_THROW_MSG(static_cast<void>(load_with(kMinimal, {"sweep.train.steps=[1]"})), Error,

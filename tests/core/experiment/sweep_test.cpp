@@ -261,7 +261,7 @@ TEST_F(SweepTest, UnknownKey) {
   EXPECT_EQ(std::string(section.what()), at(9, 1) + "unknown key 'steps' in [sweep]");
   EXPECT_EQ(section.hint(),
             "a key is written section.key, e.g. train.steps; known sections: experiment, device, runtime, env, "
-            "model, data, optimizer, train, schedule, infer, eval, distributed, comm_hook, kernel, plugins");
+            "model, data, optimizer, train, schedule, infer, eval, profile, distributed, comm_hook, kernel, plugins");
 }
 
 TEST_F(SweepTest, UnknownPluginOptionNamesTheTrial) {

@@ -43,6 +43,7 @@
 #include "runner/engine/ranks.hpp"
 #include "runner/engine/reducer.hpp"
 #include "runner/engine/pipeline.hpp"
+#include "runner/engine/profile.hpp"
 #include "runner/engine/step_loop.hpp"
 #include "runner/engine/warmup.hpp"
 #include "runner/comm_hook.hpp"
@@ -341,12 +342,13 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
   if (rank.rendezvous != nullptr) build_sync(w, exp, host, rank);
 }
 
-// Summaries of the measured (non-warm-up) samples, one per phase that was timed.
+// Summaries of the measured samples (neither warm-up nor profiled), one per
+// phase that was timed.
 void summarize(RunOutcome& out, const std::string& wall_metric) {
   std::vector<double> wall;
   std::array<std::vector<double>, store::kPhaseCount> phases;
   for (const auto& s : out.samples) {
-    if (s.warmup) continue;
+    if (!s.measured()) continue;
     wall.push_back(s.wall_ns);
     for (std::size_t p = 0; p < store::kPhaseCount; ++p)
       if (s.phase_ns[p] >= 0) phases[p].push_back(s.phase_ns[p]);
@@ -364,7 +366,7 @@ void add_throughput(RunOutcome& out, std::int64_t batch_size) {
   double wall_ns = 0;
   std::int64_t measured = 0;
   for (const auto& s : out.samples)
-    if (!s.warmup) {
+    if (s.measured()) {
       wall_ns += s.wall_ns;
       ++measured;
     }
@@ -384,7 +386,7 @@ void add_comm_metrics(RunOutcome& out, const Workload& w, std::int64_t world) {
   double gradient = 0, payload = 0;
   std::int64_t steps = 0;
   for (std::size_t i = 0; i < w.comm_steps.size() && i < out.samples.size(); ++i) {
-    if (out.samples[i].warmup) continue;
+    if (!out.samples[i].measured()) continue;
     const CommStep& c = w.comm_steps[i];
     if (c.span_ns >= 0) spans.push_back(c.span_ns);
     gradient += static_cast<double>(c.bucket_bytes);
@@ -507,7 +509,7 @@ void add_recipe_metrics(RunOutcome& out, const Recipe& recipe) {
   std::int64_t skipped = 0;
   double last_scale = std::nan("");
   for (const auto& s : out.samples) {
-    if (!s.warmup && !std::isnan(s.grad_norm)) norms.push_back(s.grad_norm);
+    if (s.measured() && !std::isnan(s.grad_norm)) norms.push_back(s.grad_norm);
     if (s.skipped == 1) ++skipped;
     if (!std::isnan(s.loss_scale)) last_scale = s.loss_scale;
   }
@@ -527,6 +529,15 @@ void mark_backward_end(Workload& w, PhaseClock& clock) {
   });
 }
 
+// [profile] steps: the profiler of this run's loop; null when it does not
+// profile (then nothing of the profiler is touched).
+std::unique_ptr<StepProfiler> make_profiler(const RunRequest& request) {
+  const ProfileSettings& p = request.experiment->profile;
+  if (!p.enabled()) return nullptr;
+  const bool cuda = resolve_device(request.experiment->device.type) == "cuda";
+  return std::make_unique<StepProfiler>(p.steps, p.record_shapes, cuda, request.profile_trace);
+}
+
 void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out) {
   const Experiment& exp = *request.experiment;
   w.model->module().train();
@@ -540,9 +551,11 @@ void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
     evaluate(w, done, out);
     evaluated_at = done;
   };
+  const std::unique_ptr<StepProfiler> profiler = make_profiler(request);
   const std::int64_t done =
       run_steps(request, clock, exp.train.warmup, exp.train.steps,
-                [&](std::int64_t step) { return train_step(w, clock, step); }, out, after_step);
+                [&](std::int64_t step) { return train_step(w, clock, step); }, out, after_step,
+                profiler.get());
   // At the end too, when the run finished (a diverged model has nothing to
   // evaluate; an interrupted run should stop now). Weights are saved from an
   // interrupted run as well: it may have trained for hours.
@@ -565,6 +578,7 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   } else {
     no_grad = std::make_unique<torch::NoGradGuard>();
   }
+  const std::unique_ptr<StepProfiler> profiler = make_profiler(request);
   run_steps(request, clock, exp.infer.warmup, exp.infer.batches,
             [&](std::int64_t) {
               const Batch batch = next_batch(w, clock);
@@ -573,7 +587,7 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
               clock.end_phase(Phase::forward);
               return torch::Tensor();
             },
-            out);
+            out, {}, profiler.get());
   inference.reset();
   no_grad.reset();
   if (w.evaluator && out.status == store::RunStatus::finished) evaluate(w, 0, out);
@@ -718,7 +732,7 @@ void add_straggler_metrics(RunOutcome& out, std::vector<std::vector<double>> per
     store::Sample& sample = out.samples[i];
     sample.rank_max_ns = steps.max_ns[i];
     sample.rank_median_ns = steps.median_ns[i];
-    if (sample.warmup) continue;
+    if (!sample.measured()) continue;
     max.push_back(steps.max_ns[i]);
     median.push_back(steps.median_ns[i]);
     ratio.push_back(steps.median_ns[i] > 0 ? steps.max_ns[i] / steps.median_ns[i] : 1.0);
@@ -847,7 +861,7 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_f
 // the run (its process group closes and the next collective fails).
 std::int64_t steps_to_run(const Experiment& exp) {
   if (exp.train.warmup < 0) return std::numeric_limits<std::int64_t>::max();
-  return exp.train.warmup + exp.train.steps;
+  return exp.train.warmup + exp.profile.steps + exp.train.steps;
 }
 
 // Ranks 1..N-1: the same steps as rank 0, each timed for the straggler

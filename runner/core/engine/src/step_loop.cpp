@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "runner/engine/profile.hpp"
 #include "runner/engine/warmup.hpp"
 #include "runner/store/store.hpp"
 
@@ -16,10 +17,12 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-store::Sample to_sample(std::int64_t step, bool warmup, const StepTimes& t, double loss) {
+store::Sample to_sample(std::int64_t step, bool warmup, bool profiled, const StepTimes& t,
+                        double loss) {
   store::Sample s;
   s.step = step;
   s.warmup = warmup;
+  s.profiled = profiled;
   s.wall_ns = t.wall_ns;
   s.phase_ns = t.phase_ns;
   s.loss = loss;
@@ -74,22 +77,32 @@ bool stop_requested(const RunRequest& request, std::int64_t step, RunOutcome& ou
 std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup,
                        std::int64_t measured,
                        const std::function<torch::Tensor(std::int64_t)>& body, RunOutcome& out,
-                       const std::function<void(std::int64_t)>& after_step) {
+                       const std::function<void(std::int64_t)>& after_step,
+                       StepProfiler* profiler) {
   const bool auto_warmup = warmup < 0;
+  const std::int64_t to_profile = profiler != nullptr ? profiler->steps() : 0;
   WarmupDetector detector = WarmupDetector::for_steps(measured);
   bool warming = auto_warmup || warmup > 0;
-  std::int64_t warm_steps = 0, measured_done = 0;
-  out.samples.reserve(static_cast<std::size_t>(measured + (auto_warmup ? 50 : warmup)));
-  ProgressReporter progress(request, measured + (auto_warmup ? 0 : warmup));
+  std::int64_t warm_steps = 0, measured_done = 0, profiled_done = 0;
+  out.samples.reserve(
+      static_cast<std::size_t>(measured + to_profile + (auto_warmup ? 50 : warmup)));
+  ProgressReporter progress(request, measured + to_profile + (auto_warmup ? 0 : warmup));
   double first_loss = std::nan("");
-  for (std::int64_t step = 0; warming || measured_done < measured; ++step) {
+  for (std::int64_t step = 0; warming || profiled_done < to_profile || measured_done < measured;
+       ++step) {
     if (stop_requested(request, step, out)) break;
+    const bool profiling = !warming && profiled_done < to_profile;
+    if (profiling) {
+      if (profiled_done == 0) profiler->start();
+      profiler->begin_step(step);
+    }
     clock.begin_step();
     const torch::Tensor loss = body(step);
     const StepTimes times = clock.end_step();
+    if (profiling) profiler->end_step();
     // Read after end_step: on a GPU the step is already synchronised, so this adds none.
     const double loss_value = loss.defined() ? loss.item<double>() : std::nan("");
-    out.samples.push_back(to_sample(step, warming, times, loss_value));
+    out.samples.push_back(to_sample(step, warming, profiling, times, loss_value));
     if (step == 0) {
       first_loss = loss_value;
       out.metrics.push_back({"time_to_first_step_s",
@@ -105,11 +118,22 @@ std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_
     if (warming) {
       ++warm_steps;
       warming = auto_warmup ? !detector.add(times.wall_ns) : warm_steps < warmup;
+    } else if (profiling) {
+      // Finished before the measured steps, outside every step's timing.
+      if (++profiled_done == to_profile) profiler->finish(profiled_done, out);
     } else {
       ++measured_done;
     }
-    progress.step(auto_warmup ? measured_done : step + 1, loss_value, out.samples.back());
+    progress.step(auto_warmup ? measured_done + profiled_done : step + 1, loss_value,
+                  out.samples.back());
     if (after_step) after_step(step + 1);
+  }
+  // A run that ended during its profiled steps keeps what they recorded
+  // (finish does nothing when the profiler is not running).
+  if (profiler != nullptr) {
+    std::int64_t profiled = 0;
+    for (const auto& s : out.samples) profiled += s.profiled ? 1 : 0;
+    profiler->finish(profiled, out);
   }
   out.metrics.push_back({"warmup_steps", static_cast<double>(warm_steps), "count"});
   if (auto_warmup)
@@ -119,7 +143,7 @@ std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_
     double tail_sum = 0;
     int tail_n = 0;
     for (auto it = out.samples.rbegin(); it != out.samples.rend() && tail_n < 10; ++it) {
-      if (it->warmup) break;
+      if (!it->measured()) break;
       tail_sum += it->loss;
       ++tail_n;
     }

@@ -157,6 +157,11 @@ std::string Experiment::resolved_json() const {
       root["schedule"] = std::move(s);
     }
   }
+  // Only when on: trials that do not profile keep their hashes. A profiled
+  // trial is another trial (its measured steps follow the profiled ones,
+  // and resume must not take an unprofiled run for it).
+  if (profile.enabled() && kind != RunKind::kernel)
+    root["profile"] = {{"steps", profile.steps}, {"record_shapes", profile.record_shapes}};
   return canonical_json(root);
 }
 
@@ -175,7 +180,8 @@ SourceLocation Experiment::where_of(const std::string& dotted) const {
 }
 
 std::int64_t Experiment::total_train_steps() const {
-  return train.steps + (train.warmup < 0 ? max_auto_warmup_steps(train.steps) : train.warmup);
+  return train.steps + (train.warmup < 0 ? max_auto_warmup_steps(train.steps) : train.warmup) +
+         profile.steps;
 }
 
 std::filesystem::path Experiment::save_path(std::int64_t repeat_index) const {

@@ -330,7 +330,8 @@ void ParsedExperiment::check_recipe(const Experiment& e) const {
     fail_at("schedule.warmup_steps",
             "'schedule.warmup_steps' is " + std::to_string(s.warmup_steps) +
                 ", but the run takes " + std::to_string(total) +
-                " optimizer steps (train.warmup + train.steps)",
+                " optimizer steps (train.warmup + " +
+                (e.profile.enabled() ? "profile.steps + " : "") + "train.steps)",
             "make the warm-up shorter than the run");
 }
 

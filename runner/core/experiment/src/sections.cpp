@@ -473,6 +473,20 @@ const std::vector<SectionSpec>& section_specs() {
                                 e.eval.batches = int_of(v);
                               })}});
 
+    // [profile]: after the warm-up, before the measured steps (docs/profiling.md).
+    s.push_back({"profile", std::nullopt, {RunKind::train, RunKind::infer},
+                 {integer_key("steps", 0, 0, kMaxProfileSteps,
+                              "steps (train) or batches (infer) recorded under LibTorch's "
+                              "profiler after the warm-up, excluded from the statistics; 0: off",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.profile.steps = int_of(v);
+                              }),
+                  boolean_key("record_shapes", false,
+                              "record each operator's input shapes (one op row per shape)",
+                              [](Experiment& e, const OptionValue& v) {
+                                e.profile.record_shapes = bool_of(v);
+                              })}});
+
     HostKey bucket{spec_of("bucket_mb", OptionType::number, OptionValue{25.0},
                            "gradient bucket size in MiB"),
                    [](Experiment& e, const OptionValue& v) {

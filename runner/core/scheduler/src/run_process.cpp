@@ -7,6 +7,7 @@
 #include "record.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
+#include "runner/engine/profile.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
 #include "runner/process/isolation.hpp"
 #include "runner/runtime/runtime.hpp"
@@ -73,13 +74,17 @@ RunOutcome execute_recorded_run(const RunContext& context) {
   request.stop = context.stop;
   request.on_progress = context.on_progress;
   request.job = context.job;
+  if (exp.profile.enabled() && exp.kind != RunKind::kernel && !context.db_path.empty())
+    if (const auto run = db.get_run(context.run_id))
+      request.profile_trace = trace_path(context.db_path, run->uuid);
   return execute_run(request);
 }
 
 void record_outcome(store::Store& db, std::int64_t run_id, const RunOutcome& outcome) {
   db.add_samples(run_id, outcome.samples);
   db.finish_run(run_id, outcome.status, bounded_error(outcome.error), outcome.summaries,
-                outcome.metrics, 0, outcome.evaluations, outcome.files, outcome.attributes);
+                outcome.metrics, 0, outcome.evaluations, outcome.files, outcome.attributes,
+                outcome.ops);
 }
 
 std::string bounded_error(std::string text) {

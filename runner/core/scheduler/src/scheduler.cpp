@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "runner/common/error.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
+#include "runner/engine/profile.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
 #include "runner/process/fd.hpp"
 #include "runner/process/isolation.hpp"
@@ -214,6 +216,7 @@ void execute(const Slot& slot, const SchedulerOptions& options,
              const RunStarted& started, Clock::time_point origin, RunObserver& observer) {
   const Trial& trial = slot.get();
   RunContext context;
+  context.db_path = options.db;
   context.run_id = run_id;
   context.trial = &trial;
   context.repeat = r.repeat;
@@ -324,6 +327,7 @@ int serve_fresh_run(int request_fd, int reason_fd, int line_fd) {
                   "run the sweep again", ErrorKind::run);
     RunContext context;
     context.db = &db;
+    context.db_path = db_path;
     context.run_id = run_id;
     context.trial = &trial;
     context.repeat = request.at("repeat").get<std::int64_t>();
@@ -406,6 +410,12 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
   const std::vector<PlannedRun> plan = planned_runs(sweep, slots, options);
 
   store::Store::check_writable(options.db);
+  // Before anything is written: a profiled run's trace must have a place.
+  if (std::any_of(slots.begin(), slots.end(), [](const Slot& slot) {
+        const Experiment& e = slot.get().experiment;
+        return e.profile.enabled() && e.kind != RunKind::kernel;
+      }))
+    prepare_trace_directory(options.db);
   // Optional because the connection is closed around every fork.
   std::optional<store::Store> connection(store::Store::open(options.db));
   SweepPlan summary;

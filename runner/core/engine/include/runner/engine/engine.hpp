@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -51,6 +52,10 @@ struct RunRequest {
   /// the job (execute_rank), not started by runner. Unset: runner forks the
   /// ranks itself.
   std::optional<Rendezvous> job;
+  /// [profile] steps: the Chrome-trace file the profiled steps are written
+  /// to (see profile.hpp; its folder exists). Empty: the operators are
+  /// aggregated but no trace is written.
+  std::filesystem::path profile_trace;
 };
 
 /// What a run produced. status is never running.
@@ -64,6 +69,7 @@ struct RunOutcome {
   std::vector<store::RunFile> files;           ///< weights read (init_from) and written (save_to)
   /// What the model says it runs (Model::provenance, as "model.KEY").
   std::vector<store::RunAttribute> attributes;
+  std::vector<store::OpStat> ops;  ///< [profile]: the operators of the profiled steps
 };
 
 /// "cpu" or "cuda" for an experiment's device.type; throws runner::Error

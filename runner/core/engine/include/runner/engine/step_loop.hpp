@@ -23,9 +23,17 @@ namespace runner {
 /// request.stop is raised. `after_step`, when set, is called with the number
 /// of steps done after each step is recorded, outside its timing (held-out
 /// evaluation); it returns the steps done when the loop ends.
+///
+/// With a `profiler` ([profile] steps), its steps run between the warm-up
+/// and the measured steps under LibTorch's profiler, recorded with
+/// Sample::profiled and excluded from the statistics; the profiler is
+/// started and finished outside every step's timing. Without one, nothing
+/// of the profiler is touched.
+class StepProfiler;
 std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_t warmup,
                        std::int64_t measured,
                        const std::function<torch::Tensor(std::int64_t)>& body, RunOutcome& out,
-                       const std::function<void(std::int64_t)>& after_step = {});
+                       const std::function<void(std::int64_t)>& after_step = {},
+                       StepProfiler* profiler = nullptr);
 
 }  // namespace runner

@@ -174,6 +174,14 @@ struct EvalSettings {
   std::int64_t batches = 10;       ///< held-out batches per evaluation (data.batch_size each)
 };
 
+/// [profile]: steps recorded under LibTorch's profiler after the warm-up
+/// (docs/profiling.md); excluded from every statistic.
+struct ProfileSettings {
+  std::int64_t steps = 0;          ///< profiled steps (train) or batches (infer); 0: off
+  bool record_shapes = false;      ///< record the operators' input shapes (per-shape op rows)
+  [[nodiscard]] bool enabled() const { return steps > 0; }
+};
+
 /// [infer]
 struct InferSettings {
   std::int64_t batches = 100;     ///< measured batches, >= 1
@@ -253,6 +261,7 @@ struct Experiment {
   ScheduleSettings schedule;                ///< [schedule] (train only)
   InferSettings infer;
   EvalSettings eval;                        ///< [eval]
+  ProfileSettings profile;                  ///< [profile] (train and infer)
   DistributedSettings distributed;          ///< [distributed] (train only)
   std::optional<PluginChoice> comm_hook;    ///< [comm_hook]; "allreduce" when distributed without one
   std::optional<PluginChoice> kernel;       ///< [kernel]; required for kind = "kernel"
@@ -269,7 +278,8 @@ struct Experiment {
   [[nodiscard]] const std::string& precision() const {
     return kind == RunKind::train ? train.precision : infer.precision;
   }
-  /// Optimizer steps a run takes, warm-up included (auto warm-up: its most).
+  /// Optimizer steps a run takes, warm-up and profiled steps included (auto
+  /// warm-up: its most).
   [[nodiscard]] std::int64_t total_train_steps() const;
 
   /// Canonical JSON of everything that defines the trial (sorted keys, no
@@ -314,6 +324,9 @@ inline constexpr std::int64_t kMaxAccumulate = 4096;          ///< micro-batches
   return measured_steps > 50 ? measured_steps : 50;
 }
 inline constexpr std::int64_t kMaxThreads = 1024;
+/// Most profiled steps ([profile] steps): a trace of every operator of every
+/// step grows by megabytes per step.
+inline constexpr std::int64_t kMaxProfileSteps = 1000;
 inline constexpr std::size_t kMaxKernelRank = 8;               ///< kernel.shape dimensions
 inline constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 32;  ///< product of kernel.shape
 inline constexpr std::int64_t kMaxKernelBuffers = 4096;        ///< kernel.buffers

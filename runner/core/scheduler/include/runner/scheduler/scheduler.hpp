@@ -32,6 +32,7 @@ enum class Isolation {
 /// What the run process is given to execute one run.
 struct RunContext {
   store::Store* db = nullptr;           ///< the run process's own connection
+  std::filesystem::path db_path;       ///< that connection's file ([profile] traces go next to it)
   std::int64_t run_id = 0;              ///< the run's row, status "running"
   const Trial* trial = nullptr;
   std::int64_t repeat = 0;
