@@ -1,5 +1,7 @@
 // runner runs / runner show RUN_ID
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -65,13 +67,72 @@ bool headline_field(const std::string& key) {
   return key.rfind("env.", 0) == 0;
 }
 
+// [profile] steps: how many steps were profiled (nothing when none were).
+std::optional<std::int64_t> profiled_steps(const store::RunDetail& run) {
+  for (const auto& m : run.metrics)
+    if (m.name == "profiled_steps") return static_cast<std::int64_t>(m.value);
+  return std::nullopt;
+}
+
+const store::RunFile* trace_file(const store::RunDetail& run) {
+  for (const auto& f : run.files)
+    if (f.role == "profile_trace") return &f;
+  return nullptr;
+}
+
+void print_trace_hint(const store::RunFile& trace) {
+  std::cout << "trace: " << terminal_safe(trace.path) << " (" << trace.bytes << " bytes)\n"
+            << "  open it in https://ui.perfetto.dev or chrome://tracing\n";
+}
+
+// runner show RUN --ops: the operators of the profiled steps, by self CPU time.
+int print_ops(const store::Store& db, const store::RunDetail& run, std::int64_t top) {
+  const std::vector<store::OpStat> ops = db.run_ops(run.row.id);
+  const auto steps = profiled_steps(run);
+  if (ops.empty())
+    throw Error("run " + std::to_string(run.row.id) +
+                    " was not profiled; add [profile] steps = 5 to its experiment (or run it "
+                    "with --set profile.steps=5) to record its operators",
+                "docs/profiling.md explains what is recorded");
+  bool shapes = false;
+  for (const auto& op : ops) shapes = shapes || !op.input_shapes.empty();
+  const std::size_t shown = std::min(ops.size(), static_cast<std::size_t>(top));
+  std::cout << "run " << run.row.id << "  " << terminal_safe(run.row.experiment) << "  ("
+            << run.row.kind << "): " << (steps ? std::to_string(*steps) : std::string("?"))
+            << " profiled step(s); top " << shown << " of " << ops.size()
+            << " operators by self CPU time\n";
+  std::vector<std::string> header = {"op", "calls", "self CPU", "total CPU", "self CUDA",
+                                     "total CUDA"};
+  if (shapes) header.emplace_back("input shapes");
+  Table t(header);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const store::OpStat& op = ops[i];
+    const auto ns = [](std::int64_t v) { return format_ns(static_cast<double>(v)); };
+    std::vector<std::string> row = {op.name, std::to_string(op.calls), ns(op.self_cpu_ns),
+                                    ns(op.total_cpu_ns), ns(op.self_cuda_ns),
+                                    ns(op.total_cuda_ns)};
+    if (shapes) row.push_back(op.input_shapes);
+    t.add(std::move(row));
+  }
+  t.print(std::cout);
+  std::cout << "times are sums over the profiled steps; self = total minus the operators "
+               "called inside it\n";
+  if (const store::RunFile* trace = trace_file(run)) print_trace_hint(*trace);
+  return kExitOk;
+}
+
 int handle_show(const Args& args, const Global& global) {
   const std::int64_t id = parse_integer(args.positionals[0], "RUN_ID", 1);
+  if (args.has("--top") && !args.has("--ops"))
+    throw Error("--top applies to --ops", "run 'runner show " + args.positionals[0] +
+                                              " --ops --top N'");
+  const std::int64_t top = parse_integer(args.get("--top", "20"), "--top", 1);
   const store::Store db = store::Store::open_read_only(global.db);
   const auto run = db.get_run(id);
   if (!run)
     throw Error("run " + std::to_string(id) + " is not in " + global.db.string(),
                 "run 'runner runs' to list the recorded runs");
+  if (args.has("--ops")) return print_ops(db, *run, top);
   const auto& r = run->row;
   std::cout << "run " << r.id << "  " << terminal_safe(r.experiment) << "  (" << r.kind << ", trial "
             << r.trial_id << ", repeat " << r.repeat_index << ")\n"
@@ -98,6 +159,12 @@ int handle_show(const Args& args, const Global& global) {
       if (const std::string noisy = store::noise_warning(s); !noisy.empty() &&
           s.metric == headline_metric(run->row.kind))
         std::cout << "warning: " << noisy << "\n";
+  }
+  if (const auto steps = profiled_steps(*run)) {
+    std::cout << "note: " << *steps << " profiled step(s) excluded from the statistics";
+    if (const store::RunFile* trace = trace_file(*run))
+      std::cout << "; trace " << terminal_safe(trace->path);
+    std::cout << " ('runner show " << r.id << " --ops' for the operators)\n";
   }
   if (!run->metrics.empty()) {
     std::cout << "\n";
@@ -166,7 +233,10 @@ Command show_command() {
       "show one run: status, statistics, metrics, weights, evaluations, plugins, fingerprint";
   def.usage = "runner show RUN_ID [options]";
   def.positionals = {"RUN_ID"};
-  def.options = {{"--full", "", "print every fingerprint field", false}};
+  def.options = {{"--full", "", "print every fingerprint field", false},
+                 {"--ops", "", "the operators of the profiled steps ([profile] steps)", false},
+                 {"--top", "N", "with --ops: the N operators with the most self CPU time "
+                                "(default 20)", false}};
   return {def, &handle_show};
 }
 
