@@ -132,7 +132,10 @@ int handle_report(const Args& args, const Global& global) {
   } else if (args.positionals.size() == 2) {
     compare_into(in, select(db, args.positionals[0]), select(db, args.positionals[1]), margin);
   }
-  for (const auto& run : in.runs) in.samples[run.row.id] = db.samples(run.row.id);
+  for (const auto& run : in.runs) {
+    in.samples[run.row.id] = db.samples(run.row.id);
+    if (auto ops = db.run_ops(run.row.id); !ops.empty()) in.ops[run.row.id] = std::move(ops);
+  }
   in.history = history_of(db, in.runs);
 
   const std::string page = render_report(in);

@@ -204,8 +204,8 @@ std::string forest_plot(Charts& charts, const SideComparison& c) {
   return charts.add(std::move(spec));
 }
 
-// Per run and phase, the distribution of step times: warm-up apart from the
-// measured steps (and from profiled steps, which profiling slows down).
+// Per run and phase, the distribution of step times: warm-up and profiled
+// steps (which profiling slows down) apart from the measured ones.
 // Drawn from quantiles computed here, so the page stays small for long runs.
 std::string phase_boxes(Charts& charts, const ReportInput& in) {
   json values = json::array();
@@ -224,7 +224,7 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
       for (const store::Sample& s : it->second) {
         const double v = value_of(s);
         if (!(v >= 0) || !std::isfinite(v)) continue;
-        by_stage[s.warmup ? "warm-up" : "measured"].push_back(v / 1e6);
+        by_stage[s.warmup ? "warm-up" : s.profiled ? "profiled" : "measured"].push_back(v / 1e6);
       }
       for (auto& [stage, v] : by_stage) {
         std::sort(v.begin(), v.end());
@@ -249,10 +249,11 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
   const json x = {{"field", "run"}, {"type", "nominal"}, {"title", nullptr}, {"sort", nullptr}};
   const json color = {{"field", "stage"},
                       {"type", "nominal"},
-                      {"scale", {{"domain", {"measured", "warm-up"}},
-                                 {"range", {"#4c78a8", "#f58518"}}}},
+                      {"scale", {{"domain", {"measured", "warm-up", "profiled"}},
+                                 {"range", {"#4c78a8", "#f58518", "#b279a2"}}}},
                       {"title", "steps"}};
-  const json offset = {{"field", "stage"}, {"type", "nominal"}, {"sort", {"measured", "warm-up"}}};
+  const json offset = {{"field", "stage"}, {"type", "nominal"},
+                       {"sort", {"measured", "warm-up", "profiled"}}};
   const json tooltip = json::array({{{"field", "run"}},
                                     {{"field", "phase"}},
                                     {{"field", "stage"}},
@@ -684,10 +685,15 @@ std::string file_url(const std::string& path) {
   return url;
 }
 
-std::string ops_table(const std::vector<ReportOp>& ops) {
-  std::vector<const ReportOp*> sorted;
+std::string ns_cell(std::int64_t ns) {
+  const auto value = static_cast<double>(ns);
+  return num_cell(value, format_ns(value));
+}
+
+std::string ops_table(const std::vector<store::OpStat>& ops) {
+  std::vector<const store::OpStat*> sorted;
   for (const auto& op : ops) sorted.push_back(&op);
-  std::sort(sorted.begin(), sorted.end(), [](const ReportOp* a, const ReportOp* b) {
+  std::sort(sorted.begin(), sorted.end(), [](const store::OpStat* a, const store::OpStat* b) {
     return a->self_cpu_ns + a->self_cuda_ns > b->self_cpu_ns + b->self_cuda_ns;
   });
   std::ostringstream out;
@@ -695,13 +701,11 @@ std::string ops_table(const std::vector<ReportOp>& ops) {
          "<th class=\"num\">calls</th><th class=\"num\">self CPU</th><th class=\"num\">total CPU</th>"
          "<th class=\"num\">self CUDA</th><th class=\"num\">total CUDA</th></tr></thead><tbody>\n";
   for (std::size_t i = 0; i < sorted.size() && i < 25; ++i) {
-    const ReportOp& op = *sorted[i];
+    const store::OpStat& op = *sorted[i];
     out << "<tr><td><code>" << esc(op.name) << "</code></td><td>" << esc(op.input_shapes) << "</td>"
         << num_cell(static_cast<double>(op.calls), std::to_string(op.calls))
-        << num_cell(op.self_cpu_ns, format_ns(op.self_cpu_ns))
-        << num_cell(op.total_cpu_ns, format_ns(op.total_cpu_ns))
-        << num_cell(op.self_cuda_ns, format_ns(op.self_cuda_ns))
-        << num_cell(op.total_cuda_ns, format_ns(op.total_cuda_ns)) << "</tr>\n";
+        << ns_cell(op.self_cpu_ns) << ns_cell(op.total_cpu_ns) << ns_cell(op.self_cuda_ns)
+        << ns_cell(op.total_cuda_ns) << "</tr>\n";
   }
   out << "</tbody></table>\n";
   return out.str();

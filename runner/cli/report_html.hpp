@@ -15,14 +15,6 @@
 
 namespace runner::cli {
 
-/// One operator of a profiled run, as the store's run_ops table holds it.
-struct ReportOp {
-  std::string name;
-  std::string input_shapes;  ///< empty unless the run recorded shapes
-  std::int64_t calls = 0;
-  double self_cpu_ns = 0, total_cpu_ns = 0, self_cuda_ns = 0, total_cuda_ns = 0;
-};
-
 /// A finished run with the same configuration as a selected trial, recorded
 /// at any time (the history view: a model tracked across builds of its plugin).
 struct HistoryPoint {
@@ -43,7 +35,7 @@ struct ReportInput {
   std::string generated_at;  ///< ISO-8601 UTC
   std::vector<store::RunDetail> runs;                          ///< every selected run
   std::map<std::int64_t, std::vector<store::Sample>> samples;  ///< by run id
-  std::map<std::int64_t, std::vector<ReportOp>> ops;           ///< profiled runs, by run id
+  std::map<std::int64_t, std::vector<store::OpStat>> ops;       ///< profiled runs, by run id
   /// Two sides were asked for (two selectors, or --by): their names, and
   /// their comparison when both have finished runs (else `comparison_note`).
   std::optional<std::pair<std::string, std::string>> sides;

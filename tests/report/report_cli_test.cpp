@@ -102,6 +102,13 @@ class ReportCliTest : public ::testing::Test {
     ASSERT_TRUE(WIFEXITED(status));
     ASSERT_EQ(WEXITSTATUS(status), 130);
 
+    const fs::path profiled = tmp_->write(
+        "profiled.toml", runner::test::tiny_experiment(
+                             {.optimizer = "lr = 0.05", .steps = 10, .warmup = 2,
+                              .rest = "[experiment]\nname = \"profiled\"\n\n[profile]\nsteps = 3\n"}));
+    const Result traced = run(profiled, plugins);
+    ASSERT_EQ(traced.code, 0) << traced.err;
+
     const fs::path kernel = tmp_->write(
         "kernel.toml",
         "[experiment]\nname = \"kernel\"\nkind = \"kernel\"\nrepeats = 2\n\n[kernel]\n"
@@ -180,9 +187,12 @@ TEST_F(ReportCliTest, ThePageHoldsEveryRunAndLoadsNothing) {
   ASSERT_FALSE(html.empty());
   // Every run of the database, with its status; the failed run's error text.
   const auto runs = query_int(db_, "SELECT count(*) FROM runs");
-  EXPECT_EQ(runs, 8);
-  for (std::int64_t id = 1; id <= runs; ++id)
+  EXPECT_EQ(runs, 9);
+  const auto profiled_run = query_int(db_, "SELECT run_id FROM run_files WHERE role = 'profile_trace'");
+  for (std::int64_t id = 1; id <= runs; ++id) {
+    if (id == profiled_run) continue;
     EXPECT_NE(html.find("<details id=\"run-" + std::to_string(id) + "\">"), std::string::npos) << id;
+  }
   EXPECT_EQ(count_of(html, "<span class=\"status status-finished\">finished</span>"), 2u * 6u);
   EXPECT_EQ(count_of(html, "<span class=\"status status-failed\">failed</span>"), 2u);
   EXPECT_EQ(count_of(html, "<span class=\"status status-interrupted\">interrupted</span>"), 2u);
@@ -200,6 +210,18 @@ TEST_F(ReportCliTest, ThePageHoldsEveryRunAndLoadsNothing) {
   const std::string sha = query_text(db_, "SELECT sha256 FROM run_plugins LIMIT 1");
   EXPECT_NE(html.find("<code>" + sha + "</code>"), std::string::npos);
   EXPECT_NE(html.find("<td>cpu.model</td>"), std::string::npos);
+  // A profiled run: its trace linked, its operators listed, its profiled
+  // steps in a box of their own.
+  const std::string profiled = page("experiment:profiled", "profiled.html");
+  const std::string trace = query_text(db_, "SELECT path FROM run_files WHERE role = 'profile_trace'");
+  ASSERT_FALSE(trace.empty());
+  EXPECT_NE(profiled.find("<a href=\"file://" + trace + "\">" + trace + "</a>"), std::string::npos);
+  EXPECT_NE(profiled.find("<h3>Top operators of the profiled steps</h3>"), std::string::npos);
+  const std::string top = query_text(db_, "SELECT name FROM run_ops ORDER BY self_cpu_ns DESC LIMIT 1");
+  EXPECT_NE(profiled.find("<td><code>" + top + "</code></td>"), std::string::npos) << top;
+  EXPECT_NE(profiled.find("\"stage\":\"profiled\""), std::string::npos);
+  EXPECT_EQ(html.find("\"stage\":\"profiled\""), std::string::npos);
+
   // Self-contained: no element loads a file or an address, and the page's
   // policy forbids any load.
   EXPECT_EQ(count_of(html, "<script"),
