@@ -71,9 +71,6 @@ struct PluginRecord {
 struct Sample {
   std::int64_t step = 0;     ///< 0-based, warm-up steps included
   bool warmup = false;       ///< true for discarded warm-up steps
-  /// true for steps run under the profiler ([profile] steps, after the
-  /// warm-up): recorded, but excluded from every statistic as warm-up is
-  bool profiled = false;
   double wall_ns = -1;       ///< whole step / batch latency
   PhaseTimes phase_ns = no_phase_times();  ///< per phase (see phases.hpp); -1: does not apply
   double loss = std::numeric_limits<double>::quiet_NaN();  ///< NaN: none
@@ -86,6 +83,10 @@ struct Sample {
   // median over the ranks (-1: not a data-parallel step, or a rank did not report).
   double rank_max_ns = -1;
   double rank_median_ns = -1;
+  /// true for steps run under the profiler ([profile] steps, after the
+  /// warm-up): recorded, but excluded from every statistic as warm-up is
+  /// (last, so that aggregate initialisers of the fields above still work)
+  bool profiled = false;
 
   /// True for a step the statistics count: neither warm-up nor profiled.
   [[nodiscard]] bool measured() const { return !warmup && !profiled; }
