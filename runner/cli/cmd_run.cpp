@@ -171,6 +171,17 @@ class PrintingObserver final : public RunObserver {
     if (wall != nullptr)
       if (const std::string noisy = store::noise_warning(*wall); !noisy.empty())
         spdlog::warn("run {}: {}", run.started.run_id, noisy);
+    // Profiled steps ([profile], docs/profiling.md) are slowed down by the
+    // profiler: the run says they are left out, and where the trace is.
+    if (const double profiled = find_metric(detail.metrics, "profiled_steps"); profiled > 0) {
+      std::string trace;
+      for (const auto& f : detail.files)
+        if (f.role == "profile_trace") trace = f.path;
+      spdlog::info("run {}: {} profiled step(s) left out of the statistics; trace {} (runner show {} "
+                   "--ops)",
+                   run.started.run_id, format_number(profiled), trace.empty() ? "-" : trace,
+                   run.started.run_id);
+    }
     std::string trial_column = trial.label.empty() ? std::to_string(trial.index + 1) : trial.label;
     if (sweep_.size() > 1) trial_column = trial.experiment.name + " " + trial_column;
     const std::string id = std::to_string(run.started.run_id);

@@ -1,6 +1,8 @@
 // Execution that survives: crashing, hanging, throwing and diverging runs in
 // child processes, resume, stop policy, SIGKILL of the runner, shards.
 #include <gtest/gtest.h>
+
+#include <regex>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -223,6 +225,22 @@ repeats = 2
 
 const std::string kTiny = runner::test::tiny_experiment(
     {.optimizer = "lr = 0.05", .steps = 20, .warmup = 2, .rest = "[experiment]\nname = \"tiny\"\n"});
+
+// The live progress line names the loss and the share of the recent steps
+// spent waiting for data, from a forked run process and from a fresh one
+// (an [env] variable makes the run exec a new process, which reports over a pipe).
+TEST_F(RunTest, TheProgressLineShowsTheLossAndTheDataWaitShare) {
+  const std::regex line(
+      "info \\[1/1\\] run [0-9]+ trial 1 repeat 0 step 22/22  loss [0-9.e+-]+  data wait "
+      "[0-9.]+%  [0-9.e+]+ steps/s");
+  for (const std::string rest : {"", "[env]\nTEST_FREE_VAR = \"1\"\n"}) {
+    fs::remove(db_);
+    const fs::path file = write("progress.toml", kTiny + rest);
+    const Result r = runner("run " + file.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(std::regex_search(r.err, line)) << rest << "\n" << r.err;
+  }
+}
 
 TEST_F(RunTest, RerunRunsTheStoredConfigurationAndNamesChangedPlugins) {
   // A private copy of the test plugin, so the test can change its file.
