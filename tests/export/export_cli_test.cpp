@@ -424,6 +424,18 @@ TEST_F(ExportCliTest, ParquetKeepsTheTypesAndTheStoredValues) {
   ::unsetenv("RUNNER_PYTHON");
 }
 
+TEST_F(ExportCliTest, ParquetUsesTheBuildsPythonWithoutRunnerPython) {
+  if (std::string(kPython).empty()) GTEST_SKIP() << "no RUNNER_PYTHON in this build";
+  ::unsetenv("RUNNER_PYTHON");
+  const fs::path out = dir_.path() / "default.parquet";
+  const Result r = exported("1 --format parquet --out " + out.string());
+  if (r.err.find("needs pyarrow") != std::string::npos)
+    GTEST_SKIP() << kPython << " has no pyarrow (scripts/dev installs it)";
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("wrote " + out.string() + " (1 row(s), ", 0), 0u) << r.out;
+  EXPECT_TRUE(fs::exists(out));
+}
+
 TEST_F(ExportCliTest, AnEmptyTableIsStillATableWithItsColumns) {
   // The run that failed at step 2 has samples but no summaries.
   ASSERT_EQ(expected_rows(db_, "summaries").count("3/step_time"), 0u);
