@@ -25,13 +25,6 @@
 namespace runner::cli {
 namespace {
 
-std::string fixed(double v, int digits) {
-  std::ostringstream out;
-  out.setf(std::ios::fixed);
-  out.precision(digits);
-  out << v;
-  return out.str();
-}
 
 // "0.4s", "12.5s", "3m20s": run spans are often seconds.
 std::string short_duration(double seconds) {

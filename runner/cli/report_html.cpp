@@ -17,6 +17,7 @@
 #include "runner/common/json.hpp"
 #include "runner/common/run_kind.hpp"
 #include "runner/common/strings.hpp"
+#include "runner/experiment/config_toml.hpp"
 #include "runner/store/compare.hpp"
 #include "table.hpp"
 
@@ -65,13 +66,6 @@ std::string script_json(const json& value) {
   return out;
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream out;
-  out.setf(std::ios::fixed);
-  out.precision(digits);
-  out << v;
-  return out.str();
-}
 
 // A number cell: shown formatted, sorted by its value.
 std::string num_cell(const std::optional<double>& value, const std::string& shown) {
@@ -760,109 +754,6 @@ std::string run_details(const ReportInput& in, const store::RunDetail& run) {
   return out.str();
 }
 
-// --- TOML ----------------------------------------------------------------------
-
-std::string toml_string(const std::string& text) {
-  std::string out = "\"";
-  for (const unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          static const char* hex = "0123456789ABCDEF";
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
-bool bare_key(const std::string& key) {
-  return !key.empty() && std::all_of(key.begin(), key.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '-';
-  });
-}
-
-std::string toml_key(const std::string& key) { return bare_key(key) ? key : toml_string(key); }
-
-std::optional<std::string> toml_value(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return std::nullopt;
-    case json::value_t::string: return toml_string(v.get<std::string>());
-    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
-    case json::value_t::number_float: {
-      const double d = v.get<double>();
-      if (std::isnan(d)) return "nan";
-      if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-      std::string text = canonical_json(v);
-      if (text.find_first_of(".eE") == std::string::npos) text += ".0";
-      return text;
-    }
-    case json::value_t::array: {
-      std::string out = "[";
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        const auto item = toml_value(v[i]);
-        if (!item) return std::nullopt;
-        out += (i ? ", " : "") + *item;
-      }
-      return out + "]";
-    }
-    case json::value_t::object: {
-      std::string out = "{ ";
-      bool first = true;
-      for (const auto& [k, item] : v.items()) {
-        const auto value = toml_value(item);
-        if (!value) continue;
-        out += (first ? "" : ", ") + toml_key(k) + " = " + *value;
-        first = false;
-      }
-      return out + (first ? "}" : " }");
-    }
-    default: return canonical_json(v);
-  }
-}
-
-void toml_table(std::ostringstream& out, const std::string& name, const json& table) {
-  // The plugin first, then the host's keys and the plugin's options, as an
-  // experiment file is written.
-  std::vector<std::pair<std::string, const json*>> keys;
-  if (const auto plugin = table.find("plugin"); plugin != table.end())
-    keys.emplace_back("plugin", &*plugin);
-  for (const auto& [k, v] : table.items()) {
-    if (k == "plugin") continue;
-    if (k == "options" && v.is_object()) {
-      for (const auto& [ok, ov] : v.items()) keys.emplace_back(ok, &ov);
-    } else {
-      keys.emplace_back(k, &v);
-    }
-  }
-  std::vector<std::pair<std::string, const json*>> subtables;
-  out << "[" << name << "]\n";
-  for (const auto& [k, v] : keys) {
-    if (v->is_object() && !v->empty()) {
-      subtables.emplace_back(k, v);
-      continue;
-    }
-    if (const auto text = toml_value(*v)) {
-      out << toml_key(k) << " = " << *text << "\n";
-    } else {
-      out << "# " << toml_key(k) << " = (none)\n";
-    }
-  }
-  for (const auto& [k, v] : subtables) {
-    out << "\n";
-    toml_table(out, name + "." + toml_key(k), *v);
-  }
-}
-
 std::string trial_details(const ReportInput& in, const TrialGroup& g) {
   const store::RunDetail& first = *g.runs.front();
   std::ostringstream out;
@@ -893,33 +784,6 @@ std::pair<double, double> median_interval(const std::vector<double>& values) {
   }
   std::sort(medians.begin(), medians.end());
   return {quantile(medians, 0.025), quantile(medians, 0.975)};
-}
-
-std::string config_toml(const std::string& config_json) {
-  const json config = parse_json(config_json);
-  std::ostringstream out;
-  // The configuration's top-level values (kind, seed) are the [experiment]
-  // table's keys in an experiment file.
-  json experiment = json::object();
-  std::vector<std::pair<std::string, const json*>> tables;
-  for (const auto& [k, v] : config.items()) {
-    if (v.is_object()) {
-      tables.emplace_back(k, &v);
-    } else {
-      experiment[k] = v;
-    }
-  }
-  bool first = true;
-  if (!experiment.empty()) {
-    toml_table(out, "experiment", experiment);
-    first = false;
-  }
-  for (const auto& [k, v] : tables) {
-    if (!first) out << "\n";
-    first = false;
-    toml_table(out, toml_key(k), *v);
-  }
-  return out.str();
 }
 
 std::string render_report(const ReportInput& in) {

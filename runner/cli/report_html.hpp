@@ -47,11 +47,6 @@ struct ReportInput {
 /// The whole page.
 [[nodiscard]] std::string render_report(const ReportInput& input);
 
-/// A trial's resolved configuration (canonical JSON) written as the TOML of
-/// an experiment file: one table per section, a plugin's options as keys of
-/// its section. A value TOML cannot hold (null) becomes a comment.
-[[nodiscard]] std::string config_toml(const std::string& config_json);
-
 /// Bootstrap percentile interval (95 %) of the median of `values` (fixed
 /// seed, 2000 resamples); {median, median} for fewer than 2 values.
 [[nodiscard]] std::pair<double, double> median_interval(const std::vector<double>& values);

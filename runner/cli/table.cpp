@@ -103,6 +103,12 @@ std::string format_ns(double ns) {
   return buffer;
 }
 
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
 std::string format_number(double value) {
   if (std::isnan(value)) return "-";
   char buffer[32];

@@ -33,6 +33,8 @@ class Table {
 
 /// A duration in ns as "812 ns", "3.41 us", "12.0 ms", "1.50 s".
 [[nodiscard]] std::string format_ns(double ns);
+/// `value` with `digits` digits after the point ("1.157").
+[[nodiscard]] std::string fixed(double value, int digits);
 /// A number with 3 significant digits, or "-" when NaN.
 [[nodiscard]] std::string format_number(double value);
 

@@ -21,6 +21,7 @@
 
 #include "experiment_fixture.hpp"
 #include "runner/common/sha256.hpp"
+#include "runner/experiment/config_toml.hpp"
 #include "runner/host/host.hpp"
 
 namespace runner {
@@ -372,6 +373,19 @@ TEST_P(CanonicalJsonTest, KeepsTheRecordedJsonAndHash) {
   expect_recorded(expand(GetParam().toml), GetParam());
 }
 
+// `runner report` shows each trial's configuration written back as TOML
+// (config_toml): read as an experiment file, it resolves to the same
+// configuration, byte for byte, so the same trial identity.
+TEST_P(CanonicalJsonTest, WrittenBackAsTomlItResolvesToTheSameConfiguration) {
+  for (const Trial& trial : expand(GetParam().toml)) {
+    const std::string toml = config_toml(trial.experiment.resolved_json());
+    const std::vector<Trial> again = expand(toml);
+    ASSERT_EQ(again.size(), 1u) << toml;
+    EXPECT_EQ(again[0].experiment.resolved_json(), trial.experiment.resolved_json()) << toml;
+    EXPECT_EQ(again[0].experiment.config_hash(), trial.experiment.config_hash());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Recorded, CanonicalJsonTest, ::testing::ValuesIn(kCrafted),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.name);
@@ -385,6 +399,24 @@ TEST(CanonicalJsonOfExamples, EveryExampleKeepsItsRecordedJsonAndHash) {
         expand_trials(*parse_experiment_file(fs::path(RUNNER_SOURCE_DIR) / "experiments" / c.name),
                       host),
         c);
+}
+
+class ConfigTomlOfExamples : public test::ExperimentFixture {};
+
+TEST_F(ConfigTomlOfExamples, EveryExampleTrialWrittenBackAsTomlResolvesToItself) {
+  PluginHost host;
+  host.load(fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins");
+  for (const Case& c : kExamples) {
+    for (const Trial& trial : expand_trials(
+             *parse_experiment_file(fs::path(RUNNER_SOURCE_DIR) / "experiments" / c.name), host)) {
+      SCOPED_TRACE(c.name);
+      const std::string toml = config_toml(trial.experiment.resolved_json());
+      const fs::path file = write(toml, "again.toml");
+      const std::vector<Trial> again = expand_trials(*parse_experiment_file(file), host);
+      ASSERT_EQ(again.size(), 1u) << toml;
+      EXPECT_EQ(again[0].experiment.resolved_json(), trial.experiment.resolved_json()) << toml;
+    }
+  }
 }
 
 }  // namespace
