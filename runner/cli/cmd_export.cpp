@@ -48,6 +48,7 @@ int handle_export(const Args& args, const Global& global) {
   if (!to_file) {
     write_text(table, format, std::cout);
     std::cout.flush();
+    if (!std::cout) throw Error("cannot write the table to standard output", {}, ErrorKind::run);
     return kExitOk;
   }
   std::size_t rows = 0;

@@ -104,8 +104,9 @@ std::string last_line(std::string text) {
 
 std::string export_python() {
   if (const char* env = std::getenv("RUNNER_PYTHON"); env != nullptr && *env != '\0') return env;
+  // The build's venv may be gone (an installed binary on another machine).
   const std::string configured = RUNNER_DEFAULT_PYTHON;
-  return configured.empty() ? "python3" : configured;
+  return !configured.empty() && ::access(configured.c_str(), X_OK) == 0 ? configured : "python3";
 }
 
 std::size_t write_parquet(const ExportTable& table, const std::filesystem::path& destination) {

@@ -12,8 +12,8 @@
 namespace runner::cli {
 
 /// The Python that writes parquet: $RUNNER_PYTHON when set and not empty,
-/// else the one this build was configured with (CMake's RUNNER_PYTHON),
-/// else "python3" from PATH.
+/// else the one this build was configured with (CMake's RUNNER_PYTHON) if
+/// it is still there, else "python3" from PATH.
 [[nodiscard]] std::string export_python();
 
 /// Writes `table` to `destination` as parquet, whole or not at all: the
