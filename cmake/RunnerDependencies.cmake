@@ -64,12 +64,12 @@ find_package(Torch REQUIRED)
 
 # The Python whose torch (and torchvision) is the oracle of the parity tests:
 # by default the interpreter of the virtual environment the wheel came from.
-set(RUNNER_PYTHON "" CACHE FILEPATH "Python with torch, for the parity tests (empty: they skip)")
+set(RUNNER_PYTHON "" CACHE FILEPATH "Python with torch, for the parity tests (empty: they skip), and with pyarrow, runner export's default for parquet")
 if(NOT RUNNER_PYTHON)
   get_filename_component(_runner_venv_python "${Torch_DIR}/../../../../../../../bin/python" ABSOLUTE)
   if(EXISTS "${_runner_venv_python}")
     set(RUNNER_PYTHON "${_runner_venv_python}" CACHE FILEPATH
-        "Python with torch, for the parity tests (empty: they skip)" FORCE)
+        "Python with torch, for the parity tests (empty: they skip), and with pyarrow, runner export's default for parquet" FORCE)
   endif()
 endif()
 message(STATUS "runner: parity oracle: ${RUNNER_PYTHON}")

@@ -505,7 +505,7 @@ TEST_F(ExportCliTest, BadInputIsAnInputErrorAndLeavesNothingBehind) {
                  "hint: choose a file in a directory that exists and that you can write\n");
   expect_refused("1 --out " + folder.string(),
                  "error: cannot write " + folder.string() + ": it is a directory\n"
-                 "hint: give a file path inside it, e.g. " + (folder / "report.html").string() +
+                 "hint: give the path of a file inside it, e.g. " + (folder / "out.csv").string() +
                      "\n");
   // Checked before anything is read: a bad --out wins over a bad selector.
   expect_refused("experiment:nope --out " + missing.string(),

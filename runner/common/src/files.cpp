@@ -40,11 +40,11 @@ int open_temporary(const std::filesystem::path& destination, std::filesystem::pa
 void check_output_path(const std::filesystem::path& path) {
   if (path.empty() || path.filename().empty())
     throw Error("cannot write '" + path.string() + "': not a file name",
-                "give a file path, e.g. --out report.html");
+                "give a file path, e.g. --out results/out.csv");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error("cannot write " + path.string() + ": it is a directory",
-                "give a file path inside it, e.g. " + (path / "report.html").string());
+                "give the path of a file inside it, e.g. " + (path / "out.csv").string());
   std::filesystem::path probe;
   const int fd = open_temporary(path, probe);
   ::close(fd);
