@@ -66,55 +66,17 @@ class ReportCliTest : public ::testing::Test {
   static void SetUpTestSuite() {
     tmp_ = new runner::test::TempDir("runner-report-cli-");
     db_ = tmp_->path() / "runs.db";
+    runner::test::record_runs_of_every_status(tmp_->path(), db_, 2);
+    if (::testing::Test::HasFatalFailure()) return;
+    // And a profiled run ([profile], docs/profiling.md).
     const fs::path plugins = runner::test::test_plugins("good");
-    const auto run = [&](const fs::path& file, const fs::path& plugin_path) {
-      return runner::test::run_runner("run " + file.string(), tmp_->path(), {db_, plugin_path});
-    };
-    const fs::path sweep = tmp_->write(
-        "sweep.toml",
-        runner::test::tiny_experiment(
-            {.optimizer = "lr = 0.05", .steps = 40, .warmup = 5,
-             .rest = "[experiment]\nname = \"sweep\"\nrepeats = 2\n\n[sweep]\n"
-                     "\"optimizer.lr\" = [0.01, 0.05]\n"}));
-    const Result swept = run(sweep, plugins);
-    ASSERT_EQ(swept.code, 0) << swept.err;
-    const fs::path failing = tmp_->write(
-        "failing.toml", runner::test::tiny_experiment(
-                            {.model = "throw_at_step = 2", .optimizer = "lr = 0.05", .steps = 20,
-                             .warmup = 0, .rest = "[experiment]\nname = \"failing\"\n"}));
-    EXPECT_EQ(run(failing, plugins).code, 1);
-
-    // Ctrl-C while the steps are being taken: an interrupted run with samples.
-    const fs::path forever = tmp_->write(
-        "forever.toml", runner::test::tiny_experiment(
-                            {.optimizer = "lr = 0.05", .steps = 1000000, .warmup = 0,
-                             .rest = "[experiment]\nname = \"stopped\"\n"}));
-    const fs::path err = tmp_->path() / "forever.err";
-    const pid_t pid = runner::test::spawn(
-        runner::test::runner_command("run " + forever.string(), {db_, plugins}) +
-        " >/dev/null 2>" + err.string());
-    ASSERT_GT(pid, 0);
-    runner::test::wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(60),
-                             [&] { return slurp(err).find(" step ") != std::string::npos; });
-    ASSERT_EQ(::kill(pid, SIGINT), 0);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status));
-    ASSERT_EQ(WEXITSTATUS(status), 130);
-
     const fs::path profiled = tmp_->write(
         "profiled.toml", runner::test::tiny_experiment(
                              {.optimizer = "lr = 0.05", .steps = 10, .warmup = 2,
                               .rest = "[experiment]\nname = \"profiled\"\n\n[profile]\nsteps = 3\n"}));
-    const Result traced = run(profiled, plugins);
+    const Result traced =
+        runner::test::run_runner("run " + profiled.string(), tmp_->path(), {db_, plugins});
     ASSERT_EQ(traced.code, 0) << traced.err;
-
-    const fs::path kernel = tmp_->write(
-        "kernel.toml",
-        "[experiment]\nname = \"kernel\"\nkind = \"kernel\"\nrepeats = 2\n\n[kernel]\n"
-        "plugin = \"good_scale\"\nshape = [64, 33]\ncalls = 20\nwarmup = 2\nbuffers = 2\n");
-    const Result timed = run(kernel, runner::test::test_plugins("kernels"));
-    ASSERT_EQ(timed.code, 0) << timed.err;
   }
   static void TearDownTestSuite() {
     delete tmp_;

@@ -1,5 +1,6 @@
 #include "support/cli_harness.hpp"
 
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -145,6 +146,47 @@ std::string tiny_experiment(const TinyExperiment& e) {
          "[optimizer]\nplugin = \"sgd\"\n" + lines(e.optimizer) +
          "[train]\nsteps = " + std::to_string(e.steps) + "\nwarmup = " + std::to_string(e.warmup) +
          "\n" + e.rest;
+}
+
+void record_runs_of_every_status(const fs::path& dir, const fs::path& db, int repeats) {
+  const fs::path good = test_plugins("good");
+  const auto run = [&](const std::string& name, const std::string& text, const fs::path& plugins) {
+    return run_runner("run " + write_file(dir / name, text).string(), dir, {db, plugins});
+  };
+  const std::string repetitions = "repeats = " + std::to_string(repeats) + "\n";
+  const Result swept = run("sweep.toml",
+                           tiny_experiment({.steps = 30, .warmup = 5,
+                                            .rest = "[experiment]\nname = \"sweep\"\n" +
+                                                    repetitions +
+                                                    "\n[sweep]\n\"optimizer.lr\" = [0.01, 0.05]\n"}),
+                           good);
+  ASSERT_EQ(swept.code, 0) << swept.err;
+  const Result failed = run("failing.toml",
+                            tiny_experiment({.model = "throw_at_step = 2", .steps = 20,
+                                             .rest = "[experiment]\nname = \"failing\"\n"}),
+                            good);
+  ASSERT_EQ(failed.code, 1) << failed.err;
+  // Ctrl-C while the steps are being taken: an interrupted run with samples.
+  const fs::path forever = write_file(
+      dir / "forever.toml",
+      tiny_experiment({.steps = 1000000, .rest = "[experiment]\nname = \"stopped\"\n"}));
+  const fs::path err = dir / "forever.err";
+  const pid_t pid = spawn(runner_command("run " + forever.string(), {db, good}) + " >/dev/null 2>" +
+                          err.string());
+  ASSERT_GT(pid, 0);
+  wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(60),
+             [&] { return slurp(err).find(" step ") != std::string::npos; });
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 130);
+  const Result kernel = run("kernel.toml",
+                            "[experiment]\nname = \"kernel\"\nkind = \"kernel\"\n" + repetitions +
+                                "\n[kernel]\nplugin = \"good_scale\"\nshape = [64, 33]\n"
+                                "calls = 20\nwarmup = 2\nbuffers = 2\n",
+                            test_plugins("kernels"));
+  ASSERT_EQ(kernel.code, 0) << kernel.err;
 }
 
 }  // namespace runner::test

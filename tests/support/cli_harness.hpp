@@ -101,6 +101,16 @@ std::string tiny_experiment(const TinyExperiment& e);
 /// `assignment` ("key = value"), as runner's messages give it.
 std::string value_position(const fs::path& file, const std::string& assignment);
 
+/// Records, in the database `db` (files and captures in `dir`), runs of every
+/// status as `runner report` and `runner export` tests read them: experiment
+/// "sweep" (test plugins, optimizer.lr swept over 0.01 and 0.05, 30 steps
+/// after 5 warm-up, `repeats` repetitions: finished), "failing" (forward
+/// throws at step 2: failed), "stopped" (Ctrl-C while its steps are taken:
+/// interrupted, with samples) and "kernel" (kernel good_scale of the kernels
+/// test plugins, `repeats` repetitions). Records a fatal test failure when a
+/// run does not end as described.
+void record_runs_of_every_status(const fs::path& dir, const fs::path& db, int repeats);
+
 /// A fresh directory under the system's temporary folder, named `prefix`
 /// and a random number, removed with everything in it on destruction.
 class TempDir {
