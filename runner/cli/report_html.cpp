@@ -217,7 +217,7 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
       std::map<std::string, std::vector<double>> by_stage;
       for (const store::Sample& s : it->second) {
         const double v = value_of(s);
-        if (!(v >= 0) || !std::isfinite(v)) continue;
+        if (!(v > 0) || !std::isfinite(v)) continue;  // a log axis: 0 ns is not drawn
         by_stage[s.warmup ? "warm-up" : s.profiled ? "profiled" : "measured"].push_back(v / 1e6);
       }
       for (auto& [stage, v] : by_stage) {
@@ -256,32 +256,41 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
                                     {{"field", "median"}, {"format", ".4f"}},
                                     {{"field", "p95"}, {"format", ".4f"}},
                                     {{"field", "max"}, {"format", ".4f"}}});
+  const json layers = json::array(
+      {{{"mark", {{"type", "rule"}}},
+        {"encoding", {{"x", x}, {"xOffset", offset},
+                      {"y", {{"field", "p5"}, {"type", "quantitative"}, {"title", "ms (log)"},
+                             {"scale", {{"type", "log"}}}}},
+                      {"y2", {{"field", "p95"}}}, {"color", color}}}},
+       {{"mark", {{"type", "bar"}, {"size", 9}}},
+        {"encoding", {{"x", x}, {"xOffset", offset},
+                      {"y", {{"field", "q1"}, {"type", "quantitative"}}},
+                      {"y2", {{"field", "q3"}}}, {"color", color}, {"tooltip", tooltip}}}},
+       {{"mark", {{"type", "tick"}, {"color", "white"}, {"size", 9}}},
+        {"encoding", {{"x", x}, {"xOffset", offset},
+                      {"y", {{"field", "median"}, {"type", "quantitative"}}}}}}});
+  // One panel per phase with only the runs that have it, each with its own
+  // log axis: warm-up steps are often 100x the measured ones, and both must
+  // stay readable.
+  std::set<std::string> present;
+  for (const auto& v : values) present.insert(v["phase"].get<std::string>());
+  json panels = json::array();
+  for (const auto& phase : phase_order) {
+    const std::string name = phase.get<std::string>();
+    if (!present.count(name)) continue;
+    panels.push_back({{"title", name},
+                      {"width", {{"step", 26}}},
+                      {"height", 170},
+                      {"transform", json::array({{{"filter", {{"field", "phase"}, {"equal", name}}}}})},
+                      {"layer", layers}});
+  }
   json spec = {
-      {"title", "Step time by phase (ms): box = quartiles, white tick = median, whiskers = "
-                "5th-95th percentile (min and max in the tooltip)"},
+      {"title", "Step time by phase (ms, log scale): box = quartiles, white tick = median, "
+                "whiskers = 5th-95th percentile (min and max in the tooltip)"},
       {"data", {{"values", values}}},
-      {"facet", {{"field", "phase"}, {"type", "nominal"}, {"title", nullptr},
-                 {"sort", phase_order}}},
-      {"columns", 3},
-      {"resolve", {{"scale", {{"y", "independent"}}}}},
-      {"spec",
-       {{"width", {{"step", 26}}},
-        {"height", 170},
-        {"layer",
-         json::array(
-             {{{"mark", {{"type", "rule"}}},
-               {"encoding", {{"x", x}, {"xOffset", offset},
-                             {"y", {{"field", "p5"}, {"type", "quantitative"},
-                                    {"title", "ms"}, {"scale", {{"zero", false}}}}},
-                             {"y2", {{"field", "p95"}}}, {"color", color}}}},
-              {{"mark", {{"type", "bar"}, {"size", 9}}},
-               {"encoding", {{"x", x}, {"xOffset", offset},
-                             {"y", {{"field", "q1"}, {"type", "quantitative"}}},
-                             {"y2", {{"field", "q3"}}}, {"color", color},
-                             {"tooltip", tooltip}}}},
-              {{"mark", {{"type", "tick"}, {"color", "white"}, {"size", 9}}},
-               {"encoding", {{"x", x}, {"xOffset", offset},
-                             {"y", {{"field", "median"}, {"type", "quantitative"}}}}}}})}}}};
+      {"concat", panels},
+      // As many panels side by side as fit the page (26 px per run, plus the axis).
+      {"columns", std::clamp<std::size_t>(1100 / (26 * in.runs.size() + 90), 1, 3)}};
   return charts.add(std::move(spec));
 }
 
