@@ -279,7 +279,7 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
     const std::string name = phase.get<std::string>();
     if (!present.count(name)) continue;
     panels.push_back({{"title", name},
-                      {"width", {{"step", 26}}},
+                      {"width", {{"step", 12}}},
                       {"height", 170},
                       {"transform", json::array({{{"filter", {{"field", "phase"}, {"equal", name}}}}})},
                       {"layer", layers}});
@@ -289,8 +289,9 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
                 "whiskers = 5th-95th percentile (min and max in the tooltip)"},
       {"data", {{"values", values}}},
       {"concat", panels},
-      // As many panels side by side as fit the page (26 px per run, plus the axis).
-      {"columns", std::clamp<std::size_t>(1100 / (26 * in.runs.size() + 90), 1, 3)}};
+      // As many panels side by side as fit the page: 12 px per box, up to
+      // three boxes (measured, warm-up, profiled) per run, plus the axis.
+      {"columns", std::clamp<std::size_t>(1000 / (36 * in.runs.size() + 100), 1, 3)}};
   return charts.add(std::move(spec));
 }
 
