@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runner/common/error.hpp"
+#include "runner/process/fd.hpp"
 #include "runner/common/files.hpp"
 #include "runner/common/json.hpp"
 
@@ -56,37 +57,25 @@ struct Finished {
 
 // Runs `argv` (PATH searched) with both output streams captured.
 Finished run_captured(const std::vector<std::string>& argv, const std::string& python) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
-    throw Error(std::string("cannot start ") + python + ": " + std::strerror(errno), {},
-                ErrorKind::run);
+  Pipe pipe = make_pipe();
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe.write.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe.write.get(), STDERR_FILENO);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
   const int spawned = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
-  if (spawned != 0) {
-    ::close(pipe_fds[0]);
+  pipe.write.reset();  // the child holds its own copy: end of file when it exits
+  if (spawned != 0)
     throw Error("--format parquet: cannot run the Python '" + python + "': " +
                     std::strerror(spawned),
                 "parquet is written by pyarrow: set RUNNER_PYTHON to a Python that has it "
                 "(python3 -m pip install pyarrow)");
-  }
   Finished finished;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    finished.output.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(pipe_fds[0]);
+  finished.output = read_all(pipe.read.get());
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
