@@ -103,10 +103,12 @@ void migrate(sqlite3* db, const std::filesystem::path& path) {
   }
 }
 
-Connection open_checked_read_only(const std::filesystem::path& path, int& version) {
+Connection open_checked_read_only(const std::filesystem::path& path, int& version,
+                                  EmptyFile empty) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     // An unreadable directory; then SQLite reports the real reason below.
+    if (errno == ENOENT && empty == EmptyFile::none) return {};
     if (errno == ENOENT)
       throw Error("database " + quoted(path) + " does not exist",
                   "run an experiment first with 'runner run FILE', or pass --db PATH");
@@ -124,8 +126,9 @@ Connection open_checked_read_only(const std::filesystem::path& path, int& versio
     if (version < 0)
       throw foreign_file_error(path, "its schema version is " + std::to_string(version));
     if (version == 0) {
-      throw foreign_file_error(path, has_user_objects(db.get())
-                                         ? "it has tables but no runner schema version"
+      const bool has_objects = has_user_objects(db.get());
+      if (!has_objects && empty == EmptyFile::none) return {};
+      throw foreign_file_error(path, has_objects ? "it has tables but no runner schema version"
                                          : "it is empty");
     }
   } catch (const SqliteError& e) {
@@ -134,10 +137,10 @@ Connection open_checked_read_only(const std::filesystem::path& path, int& versio
   return db;
 }
 
-Connection open_current_read_only(const std::filesystem::path& path) {
+Connection open_current_read_only(const std::filesystem::path& path, EmptyFile empty) {
   int version = 0;
-  Connection db = open_checked_read_only(path, version);
-  if (version == kSchemaVersion) return db;
+  Connection db = open_checked_read_only(path, version, empty);
+  if (!db || version == kSchemaVersion) return db;
   try {
     // An empty name is a private on-disk temporary database, removed on close.
     Connection copy = open_connection("", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -249,6 +252,12 @@ Store Store::open(const std::filesystem::path& path) {
 
 Store Store::open_read_only(const std::filesystem::path& path) {
   return Store(detail::open_current_read_only(path), path);
+}
+
+std::optional<Store> Store::open_read_only_if_recorded(const std::filesystem::path& path) {
+  Connection db = detail::open_current_read_only(path, detail::EmptyFile::none);
+  if (!db) return std::nullopt;
+  return Store(std::move(db), path);
 }
 
 int Store::schema_version() const {

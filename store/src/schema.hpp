@@ -44,15 +44,23 @@ namespace runner::store::detail {
 /// runner::Error for a newer or foreign file (`path` names it).
 void migrate(sqlite3* db, const std::filesystem::path& path);
 
+/// What opening read-only does with a file that holds nothing yet (no
+/// schema version, no tables): refuse it as "empty", or give no connection
+/// (another runner may be creating the database at this moment).
+enum class EmptyFile { refuse, none };
+
 /// Opens an existing runner database read-only, checking that it is one and
-/// that this runner can read its version (returned in `version`).
-[[nodiscard]] Connection open_checked_read_only(const std::filesystem::path& path, int& version);
+/// that this runner can read its version (returned in `version`). With
+/// EmptyFile::none, an absent or empty file gives a null connection.
+[[nodiscard]] Connection open_checked_read_only(const std::filesystem::path& path, int& version,
+                                                EmptyFile empty = EmptyFile::refuse);
 
 /// A connection at kSchemaVersion on an existing runner database: the file
 /// itself, read-only, or, for an older version, a migrated private temporary
 /// copy (the file is never written; the copy is deleted when the connection
-/// closes and refuses writes like the file would).
-[[nodiscard]] Connection open_current_read_only(const std::filesystem::path& path);
+/// closes and refuses writes like the file would). `empty` as above.
+[[nodiscard]] Connection open_current_read_only(const std::filesystem::path& path,
+                                                EmptyFile empty = EmptyFile::refuse);
 
 /// 'path', as messages quote a database.
 [[nodiscard]] std::string quoted(const std::filesystem::path& path);

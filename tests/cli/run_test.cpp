@@ -4,6 +4,7 @@
 
 #include <regex>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -182,20 +183,61 @@ repeats = 4
 "optimizer.lr" = [0.1, 0.01, 0.001]
 )"}));
   std::vector<pid_t> runners;
-  for (int i = 0; i < 4; ++i)
-    runners.push_back(spawn(command("run " + file.string()) + " >/dev/null 2>&1"));
-  for (const pid_t pid : runners) {
-    ASSERT_GT(pid, 0);
+  std::vector<fs::path> logs;
+  for (int i = 0; i < 4; ++i) {
+    logs.push_back(dir_ / ("runner-" + std::to_string(i) + ".log"));
+    runners.push_back(spawn(command("run " + file.string()) + " >" + logs.back().string() + " 2>&1"));
+  }
+  for (std::size_t i = 0; i < runners.size(); ++i) {
+    ASSERT_GT(runners[i], 0);
     int status = 0;
-    ::waitpid(pid, &status, 0);
+    ::waitpid(runners[i], &status, 0);
     ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(logs[i]);
   }
   EXPECT_EQ(query("SELECT count(*) FROM runs"), "12");
   EXPECT_EQ(query("SELECT count(*) FROM (SELECT DISTINCT trial_id, repeat_index FROM runs "
                   "WHERE status = 'finished')"),
             "12");
   EXPECT_EQ(query("PRAGMA integrity_check"), "ok");
+}
+
+// The state a runner started beside another sees for a moment: the database
+// file exists (the other runner created it) but holds no schema yet, as
+// nothing or as an SQLite header that only says WAL. Planning reads it as
+// "nothing recorded", not as a foreign file.
+TEST_F(RunTest, ADatabaseFileAnotherRunnerIsStillCreatingCountsAsEmpty) {
+  const fs::path file = write("pair.toml", runner::test::tiny_experiment(
+                                              {.steps = 3, .rest = R"([experiment]
+repeats = 2
+)"}));
+  runner::test::write_file(db_, "");
+  const Result dry = runner("run " + file.string() + " --dry-run");
+  EXPECT_EQ(dry.code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("2 of 2 runs would run; nothing was written"), std::string::npos)
+      << dry.out;
+  EXPECT_EQ(fs::file_size(db_), 0U);
+  const Result ran = runner("run " + file.string());
+  EXPECT_EQ(ran.code, 0) << ran.err;
+  EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'finished'"), "2");
+
+  fs::remove(db_);
+  sqlite3* header_only = nullptr;
+  ASSERT_EQ(sqlite3_open(db_.c_str(), &header_only), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(header_only, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(header_only);
+  ASSERT_GT(fs::file_size(db_), 0U);
+  const Result again = runner("run " + file.string());
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(query("SELECT count(*) FROM runs WHERE status = 'finished'"), "2");
+
+  // Other commands still say what the file is.
+  fs::remove(db_);
+  runner::test::write_file(db_, "");
+  const Result runs = runner("runs");
+  EXPECT_EQ(runs.code, 2);
+  EXPECT_NE(runs.err.find("it is empty"), std::string::npos) << runs.err;
 }
 
 TEST_F(RunTest, ShardsSplitTheRunsAndDryRunWritesNothing) {

@@ -362,12 +362,10 @@ std::vector<PlannedAction> plan_sweep(const PreparedExperiment& p,
 std::vector<PlannedAction> plan_sweep(const Sweep& sweep, const SchedulerOptions& options) {
   const std::vector<Slot> slots = slots_of(sweep);
   std::vector<std::vector<store::TrialRun>> existing(slots.size());
-  std::optional<store::Store> db;
-  std::error_code ec;
-  if (fs::exists(options.db, ec)) {
-    db.emplace(store::Store::open_read_only(options.db));
-    existing = existing_runs(slots, *db);
-  }
+  // Nothing recorded yet: no file, or one that a runner started beside this
+  // one has created but not yet given its schema.
+  const std::optional<store::Store> db = store::Store::open_read_only_if_recorded(options.db);
+  if (db) existing = existing_runs(slots, *db);
   // What changed since the recorded runs is a property of the trial: looked
   // up once per trial, not once per repetition.
   std::vector<std::optional<std::vector<std::string>>> changes(slots.size());

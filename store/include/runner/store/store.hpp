@@ -254,6 +254,10 @@ class Store {
   /// temporary copy. Throws runner::Error if absent, not a runner database,
   /// or newer than kSchemaVersion.
   static Store open_read_only(const std::filesystem::path& path);
+  /// As open_read_only(), but nothing (no error) for a file that is absent
+  /// or holds nothing yet: a runner started beside this one may have just
+  /// created it and not yet written its schema.
+  static std::optional<Store> open_read_only_if_recorded(const std::filesystem::path& path);
   /// Throws runner::Error (input kind, naming the path and the OS reason) if
   /// `path` cannot be created or written; creates nothing.
   static void check_writable(const std::filesystem::path& path);
