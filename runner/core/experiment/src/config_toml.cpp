@@ -2,7 +2,6 @@
 #include "runner/experiment/config_toml.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -19,14 +18,6 @@ namespace {
 
 using nlohmann::json;
 using experiment_detail::toml_quote;
-
-bool bare_key(const std::string& key) {
-  return !key.empty() && std::all_of(key.begin(), key.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '-';
-  });
-}
-
-std::string toml_key(const std::string& key) { return bare_key(key) ? key : toml_quote(key); }
 
 std::optional<std::string> toml_value(const json& v) {
   switch (v.type()) {
@@ -99,6 +90,17 @@ void toml_table(std::ostringstream& out, const std::string& name, const json& ta
 }
 
 }  // namespace
+
+std::string toml_string(std::string_view text) { return toml_quote(text); }
+
+std::string toml_key(const std::string& key) {
+  // isalnum would take the locale's letters; TOML's bare keys are ASCII.
+  const bool bare = !key.empty() && std::all_of(key.begin(), key.end(), [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
+  return bare ? key : toml_quote(key);
+}
 
 std::string config_toml(const std::string& config_json) {
   const json config = parse_json(config_json);

@@ -9,35 +9,12 @@
 #include "runner/common/error.hpp"
 #include "runner/common/json.hpp"
 #include "runner/common/sha256.hpp"
+#include "runner/experiment/config_toml.hpp"
 
 namespace fs = std::filesystem;
 
 namespace runner {
 namespace {
-
-// A TOML basic string: JSON's escapes are TOML's, except that TOML also
-// refuses DEL unescaped.
-std::string toml_string(const std::string& text) {
-  std::string quoted = json_quote(text);
-  std::string out;
-  out.reserve(quoted.size());
-  for (const char c : quoted) {
-    if (c == '\x7f') {
-      out += "\\u007F";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// A key: bare when TOML allows it, quoted otherwise.
-std::string toml_key(const std::string& key) {
-  const bool bare = !key.empty() && key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                          "abcdefghijklmnopqrstuvwxyz"
-                                                          "0123456789_-") == std::string::npos;
-  return bare ? key : toml_string(key);
-}
 
 std::string toml_value(const nlohmann::json& v) {
   switch (v.type()) {
