@@ -32,6 +32,7 @@
 #include <numeric>
 
 #include "evaluation.hpp"
+#include "workload.hpp"
 #include "kernel_run.hpp"
 #include "option_errors.hpp"
 #include "runner/common/strings.hpp"
@@ -72,108 +73,6 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
-// Feeds batches to a step: from a loader through the data pipeline, or a
-// fixed example batch from the model (inference without a loader).
-class BatchSource {
- public:
-  BatchSource(Loader* loader, const DataSettings& settings, std::uint64_t seed,
-              torch::Device device, std::int64_t rank, std::int64_t world_size)
-      : device_(device), pinned_(settings.pin_memory) {
-    pipeline_ = std::make_unique<DataPipeline>(*loader, settings, seed, rank, world_size);
-#ifdef RUNNER_WITH_CUDA
-    if (device_.is_cuda() && pinned_)
-      copy_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
-#endif
-  }
-  BatchSource(Batch fixed, torch::Device device) : fixed_(std::move(fixed)), device_(device) {}
-
-  /// True when batches come from the loader (a fixed batch is prepared once).
-  [[nodiscard]] bool from_loader() const { return pipeline_ != nullptr; }
-  /// The pipeline (from_loader() only).
-  [[nodiscard]] const DataPipeline& pipeline() const { return *pipeline_; }
-  /// The fixed batch, to prepare it once for the recipe.
-  Batch& fixed() { return fixed_; }
-
-  /// The next batch, on the host: the data phase, the time the step waits for it.
-  Batch next() {
-    if (!pipeline_) return fixed_;
-    return pipeline_->next();
-  }
-
-  /// True when batches must be copied to the device (the h2d phase).
-  [[nodiscard]] bool needs_copy() const { return pipeline_ != nullptr && !device_.is_cpu(); }
-
-  /// Issues the host-to-device copy of a batch. Pinned batches (data.pin_memory)
-  /// on CUDA are copied without blocking on a side stream, which the compute
-  /// stream waits for: the copy overlaps the previous step's kernels. Others
-  /// are copied from pageable memory, which blocks.
-  void copy_to_device(Batch& batch) const {
-#ifdef RUNNER_WITH_CUDA
-    if (copy_stream_) {
-      const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device_.index());
-      {
-        const c10::cuda::CUDAStreamGuard on_side(*copy_stream_);
-        batch.inputs = batch.inputs.to(device_, /*non_blocking=*/true);
-        if (batch.targets.defined()) batch.targets = batch.targets.to(device_, true);
-      }
-      at::cuda::CUDAEvent copied;
-      copied.record(*copy_stream_);
-      copied.block(compute);
-      // Allocated on the side stream, used on the compute stream.
-      batch.inputs.record_stream(compute);
-      if (batch.targets.defined()) batch.targets.record_stream(compute);
-      return;
-    }
-#endif
-    batch.inputs = batch.inputs.to(device_, /*non_blocking=*/pinned_);
-    if (batch.targets.defined()) batch.targets = batch.targets.to(device_, pinned_);
-  }
-
- private:
-  std::unique_ptr<DataPipeline> pipeline_;
-  Batch fixed_;
-  torch::Device device_;
-  bool pinned_ = false;
-#ifdef RUNNER_WITH_CUDA
-  std::optional<c10::cuda::CUDAStream> copy_stream_;
-#endif
-};
-
-// This process's place in a data-parallel run (rank 0 of 1 otherwise).
-struct RankInfo {
-  const Rendezvous* rendezvous = nullptr;  // null: not distributed
-  RankLink* link = nullptr;                // the store, heartbeat, failures, step times
-  [[nodiscard]] int rank() const { return rendezvous ? rendezvous->rank : 0; }
-  [[nodiscard]] int world_size() const { return rendezvous ? rendezvous->world_size : 1; }
-};
-
-// Everything a loop needs, built from the plugins.
-struct Workload {
-  Workload() = default;
-  Workload(const Workload&) = delete;
-  Workload& operator=(const Workload&) = delete;
-  ~Workload() = default;
-  std::unique_ptr<Loader> loader;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Optimizer> optimizer;
-  const PluginDescriptor* optimizer_plugin = nullptr;  // names it when LibTorch's step throws
-  std::unique_ptr<BatchSource> batches;
-  std::int64_t batch_size = 0;
-  // Data-parallel runs: the group, the hook and the gradient synchronisation
-  // (the sync is declared last of the three: it goes first).
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
-  std::unique_ptr<CommHook> comm_hook;
-  std::unique_ptr<GradientSync> sync;
-  std::vector<CommStep> comm_steps;  // one per step, as out.samples
-  bool gradients_computed = false;   // set by the sync when backward only communicates
-  // Weights: the file read at start (and the names strict = false skipped).
-  std::optional<store::RunFile> init_file;
-  std::vector<std::string> skipped;
-  std::unique_ptr<Evaluator> evaluator;  // [eval], rank 0
-  std::unique_ptr<Recipe> recipe;        // precision, memory format, schedule, clipping
-  std::int64_t accumulate = 1;           // micro-batches per optimizer step
-};
-
 // The experiment's section that configures plugins of `kind`.
 const char* section_of(PluginKind kind) {
   switch (kind) {
@@ -195,8 +94,6 @@ const char* section_of(PluginKind kind) {
                   "': " + e.detail(),
               "run 'runner plugins describe " + choice.plugin + "' to see its options");
 }
-
-namespace {
 
 std::unique_ptr<Loader> make_loader_for(const Experiment& exp, const PluginHost& host,
                                         const LoaderContext& context) {
@@ -230,7 +127,7 @@ std::unique_ptr<Optimizer> make_optimizer_for(const Experiment& exp, const Plugi
 }
 
 LoaderContext loader_context(const Experiment& exp, std::uint64_t seed, std::int64_t rank,
-                             std::int64_t world_size, Split split = Split::train) {
+                             std::int64_t world_size, Split split) {
   LoaderContext context;
   context.seed = seed;
   context.rank = rank;
@@ -240,10 +137,11 @@ LoaderContext loader_context(const Experiment& exp, std::uint64_t seed, std::int
   return context;
 }
 
-// An augmentation that does not apply to the loader's samples, at its key.
 [[noreturn]] void rethrow_at_key(const AugmentError& e, const Experiment& exp) {
   throw Error(exp.where_of("data." + e.key()), e.what(), e.hint());
 }
+
+namespace {
 
 // A data-parallel run's process group and gradient synchronisation. Every
 // rank starts from rank 0's parameters and buffers, as DDP does.
@@ -291,6 +189,8 @@ void build_sync(Workload& w, const Experiment& exp, const PluginHost& host, cons
                ? make_after_backward_sync(parameters, buffers, w.group, *w.comm_hook, options)
                : make_ddp_sync(named, buffers, w.group, *w.comm_hook, options);
 }
+
+}  // namespace
 
 void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint64_t seed,
            torch::Device device, const RankInfo& rank) {
@@ -341,6 +241,8 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
   }
   if (rank.rendezvous != nullptr) build_sync(w, exp, host, rank);
 }
+
+namespace {
 
 // Summaries of the measured samples (neither warm-up nor profiled), one per
 // phase that was timed.
@@ -1023,60 +925,6 @@ RunOutcome run_distributed(const RunRequest& request) {
 }
 
 }  // namespace
-
-void check_before_runs(const Experiment& experiment, const PluginHost& host,
-                       const std::string& device) {
-  if (experiment.kind == RunKind::kernel) return check_kernel_before_runs(experiment, host, device);
-  const torch::Device run_device(device);
-  if (!experiment.model_settings.init_from.empty()) {
-    // The whole workload, on the CPU: the weights load into the real model.
-    Workload w;
-    const RankInfo rank;
-    build(w, experiment, host, run_seed(experiment, 0), torch::kCPU, rank);
-  }
-  Recipe recipe(experiment, run_device);
-  ModelContext model_context;
-  model_context.device = run_device;
-  model_context.seed = run_seed(experiment, 0);
-  model_context.batch_size = experiment.data_settings.batch_size;
-  model_context.training = experiment.kind == RunKind::train;
-  if (experiment.data) {
-    const DataSettings& data = experiment.data_settings;
-    if (data.pin_memory && !run_device.is_cuda())
-      throw Error(experiment.where_of("data.pin_memory"),
-                  "data.pin_memory needs a CUDA device; this run's device is " + device,
-                  "remove it: batches on the CPU are not copied");
-    // The loader's own checks (its files and their headers), then the
-    // augmentations against its samples: bad data is found before any run.
-    const std::uint64_t seed = run_seed(experiment, 0);
-    const std::unique_ptr<Loader> loader =
-        make_loader_for(experiment, host, loader_context(experiment, seed, 0, 1));
-    std::vector<std::int64_t> shape;
-    try {
-      shape = Augmenter(data.augment, seed, true).output_shape(loader->spec().input_shape);
-    } catch (const AugmentError& e) {
-      rethrow_at_key(e, experiment);
-    }
-    if (experiment.model_settings.channels_last) recipe.check_input_shape(shape);
-    model_context.input_shape = shape;
-    model_context.num_classes = loader->spec().num_classes;
-  }
-  // A model plugin that reads files (a compiled package, a TorchScript
-  // file) checks them against the run now: another torch version, another
-  // device, the data's shape or the batch size is an input error at the
-  // option, before any run.
-  if (!experiment.model.content_sha256.empty() && experiment.model_settings.init_from.empty())
-    (void)make_model_for(experiment, host, model_context);
-  if (experiment.kind != RunKind::train) return;
-  // The optimizer's view of the run: the run's device and steps, over a
-  // stand-in module in the run's dtype (the model is not built for this).
-  torch::nn::Linear stand_in(2, 2);
-  recipe.prepare_model(*stand_in);
-  const OptimizerContext context =
-      make_optimizer_context(*stand_in, experiment.total_train_steps(), run_device);
-  const std::unique_ptr<Optimizer> optimizer = make_optimizer_for(experiment, host, context);
-  recipe.attach(*optimizer, context.parameters);
-}
 
 std::string execute_rank(const RunRequest& request, const Rendezvous& rendezvous) {
   const IgnoredSignal no_broken_pipe(SIGPIPE);
