@@ -22,7 +22,7 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #endif
 
-#include "option_errors.hpp"
+#include "errors.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/store/stats.hpp"

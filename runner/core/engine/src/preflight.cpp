@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.hpp"
 #include "kernel_run.hpp"
 #include "recipe.hpp"
 #include "runner/engine/augment.hpp"

@@ -1,123 +1,17 @@
 // The host-level keys of an experiment file: every section, every key with
 // its type, default, range and where it goes in an Experiment (the one
-// source of defaults), and the look-ups the loader and messages use.
+// source of defaults). The look-ups into this table are section_lookup.cpp.
 #include <limits>
 #include <optional>
 #include <utility>
 
 #include "format.hpp"
+#include "host_key_builders.hpp"
 #include "runner/common/strings.hpp"
 
 namespace runner::experiment_detail {
 
-namespace {
-
-OptionSpec spec_of(std::string name, OptionType type, std::optional<OptionValue> def,
-                   std::string doc) {
-  OptionSpec spec;
-  spec.name = std::move(name);
-  spec.type = type;
-  spec.default_value = std::move(def);
-  spec.doc = std::move(doc);
-  return spec;
-}
-
-// Every numeric key has both bounds: a value that validates must also run
-// (a billion repetitions or steps would exhaust memory long after validation).
-HostKey integer_key(std::string name, std::int64_t def, std::int64_t min,
-                    std::optional<std::int64_t> max, std::string doc, Apply apply) {
-  HostKey key{spec_of(std::move(name), OptionType::integer, OptionValue{def}, std::move(doc)),
-              apply};
-  key.spec.min = static_cast<double>(min);
-  if (max) key.spec.max = static_cast<double>(*max);
-  return key;
-}
-
-HostKey warmup_key(std::string doc, Apply apply) {
-  HostKey key = integer_key("warmup", 10, 0, kMaxSteps, std::move(doc), apply);
-  key.role = KeyRole::warmup;
-  return key;
-}
-
-HostKey string_key(std::string name, std::string def, std::vector<std::string> choices,
-                   std::string doc, Apply apply) {
-  HostKey key{spec_of(std::move(name), OptionType::string, OptionValue{std::move(def)},
-                      std::move(doc)),
-              apply};
-  key.spec.choices = std::move(choices);
-  return key;
-}
-
-HostKey boolean_key(std::string name, bool def, std::string doc, Apply apply) {
-  return HostKey{spec_of(std::move(name), OptionType::boolean, OptionValue{def}, std::move(doc)),
-                 apply};
-}
-
-// A setting without a default: absent leaves LibTorch's own default alone.
-HostKey optional_boolean_key(std::string name, std::string doc, Apply apply) {
-  return HostKey{spec_of(std::move(name), OptionType::boolean, std::nullopt, std::move(doc)),
-                 apply};
-}
-
-HostKey number_key(std::string name, std::optional<double> def, std::optional<double> min,
-                   std::optional<double> max, std::string doc, Apply apply) {
-  HostKey key{spec_of(std::move(name), OptionType::number,
-                      def ? std::optional<OptionValue>(OptionValue{*def}) : std::nullopt,
-                      std::move(doc)),
-              apply};
-  key.spec.min = min;
-  key.spec.max = max;
-  return key;
-}
-
-// A number that must be > 0 (0 itself is refused, with its own message).
-HostKey positive_key(HostKey key) {
-  key.positive = true;
-  return key;
-}
-
-// A setting without a default: absent, the key is not applied at all (its
-// field keeps what another key or LibTorch gives it).
-HostKey without_default(HostKey key) {
-  key.spec.default_value.reset();
-  return key;
-}
-
-// Keys that do not change a measurement, or that change which sections are
-// valid: trials differ in their canonical JSON, so these stay fixed.
-HostKey fixed(HostKey key) {
-  key.per_trial = false;
-  return key;
-}
-
-const std::string& str(const OptionValue& v) { return std::get<std::string>(v); }
-std::int64_t int_of(const OptionValue& v) { return std::get<std::int64_t>(v); }
-bool bool_of(const OptionValue& v) { return std::get<bool>(v); }
-double num(const OptionValue& v) { return std::get<double>(v); }
-const std::vector<std::int64_t>& ints(const OptionValue& v) {
-  return std::get<std::vector<std::int64_t>>(v);
-}
-const std::vector<double>& numbers(const OptionValue& v) { return std::get<std::vector<double>>(v); }
-
-// An image size without a default: [n] or [height, width], each in [1, kMaxImageSide].
-HostKey size_key(std::string name, std::string doc, Apply apply) {
-  HostKey key{spec_of(std::move(name), OptionType::integer_list, std::nullopt, std::move(doc)),
-              apply};
-  key.spec.min = 1;
-  key.spec.max = static_cast<double>(kMaxImageSide);
-  key.spec.items(1, 2);
-  return key;
-}
-
-// Per-channel values without a default (normalisation).
-HostKey channels_key(std::string name, std::string doc, Apply apply) {
-  HostKey key{spec_of(std::move(name), OptionType::number_list, std::nullopt, std::move(doc)),
-              apply};
-  key.spec.items(1, kMaxChannels);
-  return key;
-}
-
-}  // namespace
+using namespace host_key_builders;  // the table is written in them
 
 const std::vector<SectionSpec>& section_specs() {
   static const std::vector<SectionSpec> specs = [] {
@@ -597,90 +491,6 @@ const std::vector<SectionSpec>& section_specs() {
     return s;
   }();
   return specs;
-}
-
-const SectionSpec* find_section(std::string_view name) {
-  for (const auto& section : section_specs())
-    if (section.name == name) return &section;
-  return nullptr;
-}
-
-const HostKey* find_key(const SectionSpec& section, std::string_view name) {
-  for (const auto& key : section.keys)
-    if (key.spec.name == name) return &key;
-  return nullptr;
-}
-
-std::vector<std::string> section_names() {
-  std::vector<std::string> names;
-  for (const auto& section : section_specs()) names.push_back(section.name);
-  return names;
-}
-
-std::vector<std::string> top_level_names() {
-  std::vector<std::string> names = section_names();
-  names.emplace_back("sweep");
-  names.emplace_back("trial");
-  return names;
-}
-
-std::vector<std::string> key_names(const SectionSpec& section) {
-  std::vector<std::string> names;
-  if (section.plugin) names.emplace_back("plugin");
-  for (const auto& key : section.keys) names.push_back(key.spec.name);
-  return names;
-}
-
-bool DottedKey::per_trial() const { return host == nullptr || host->per_trial; }
-
-std::optional<DottedKey> lookup_dotted(std::string_view dotted) {
-  const auto dot = dotted.find('.');
-  if (dot == std::string_view::npos) return std::nullopt;
-  const SectionSpec* section = find_section(dotted.substr(0, dot));
-  const std::string_view key = dotted.substr(dot + 1);
-  if (section == nullptr || key.empty()) return std::nullopt;
-  const HostKey* host = find_key(*section, key);
-  if (host != nullptr) return DottedKey{section, std::string(key), host};
-  // Any name in [env] (checked when the section is read).
-  if (section->environment) return DottedKey{section, std::string(key), nullptr};
-  // A plugin option's name is one TOML key; "model.a.b" addresses nothing.
-  if (!section->plugin || key.find('.') != std::string_view::npos) return std::nullopt;
-  return DottedKey{section, std::string(key), nullptr};
-}
-
-std::pair<std::string, std::string> unknown_dotted_key(std::string_view dotted,
-                                                       std::string_view where) {
-  std::string message = "unknown key '" + std::string(dotted) + "'";
-  if (!where.empty()) message += " in " + std::string(where);
-  const auto dot = dotted.find('.');
-  const std::string head(dotted.substr(0, dot));
-  const std::string tail = dot == std::string_view::npos ? "" : std::string(dotted.substr(dot + 1));
-  const SectionSpec* section = find_section(head);
-  std::optional<std::string> suggestion;
-  std::string hint;
-  if (section != nullptr && !tail.empty()) {
-    // The section is right; the key is the typo.
-    if (const auto match = closest_match(tail, key_names(*section)))
-      suggestion = head + "." + *match;
-    hint = "keys of [" + head + "]: " + join(key_names(*section), ", ");
-  } else {
-    if (const auto match = closest_match(head, section_names())) {
-      const std::string fixed_key = *match + "." + tail;
-      if (!tail.empty() && lookup_dotted(fixed_key)) suggestion = fixed_key;
-    }
-    hint = "a key is written section.key, e.g. train.steps; known sections: " +
-           join(section_names(), ", ");
-  }
-  if (suggestion) message += "; did you mean '" + *suggestion + "'?";
-  return {message, hint};
-}
-
-std::string fixed_keys_list() {
-  std::vector<std::string> names;
-  for (const auto& section : section_specs())
-    for (const auto& key : section.keys)
-      if (!key.per_trial) names.push_back(section.name + "." + key.spec.name);
-  return join(names, ", ");
 }
 
 }  // namespace runner::experiment_detail

@@ -30,6 +30,10 @@
 
 namespace runner {
 
+/// The experiment section that configures plugins of `kind`: "model",
+/// "data" (loaders), "optimizer", "comm_hook" or "kernel".
+[[nodiscard]] const std::string& section_of(PluginKind kind);
+
 /// A plugin chosen by an experiment section ([model], [data], [optimizer]) and its options.
 struct PluginChoice {
   PluginChoice() = default;
