@@ -38,7 +38,7 @@
 #include "runner/engine/engine.hpp"
 #include "runner/engine/phase_clock.hpp"
 #include "runner/engine/step_loop.hpp"
-#include "runner/store/stats.hpp"
+#include "runner/store/statistics.hpp"
 #include "runner/store/store.hpp"
 
 namespace {

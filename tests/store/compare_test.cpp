@@ -2,15 +2,16 @@
 // SciPy reference values, and simulation tests (A/A false alarms, power)
 // that prove the verdict rule does what docs/method.md says. Everything is
 // seeded and synthetic: no timing, deterministic results.
-#include "runner/store/compare.hpp"
+#include "runner/store/fingerprint_diff.hpp"
+#include "runner/store/schedule_check.hpp"
+#include "runner/store/simulation.hpp"
+#include "runner/store/statistics.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <numbers>
-#include <random>
 #include <vector>
 
 #include "runner/common/error.hpp"
@@ -29,88 +30,10 @@ using runner::store::mann_whitney_u;
 using runner::store::regression_beyond;
 using runner::store::Verdict;
 
-// --- a portable synthetic workload -------------------------------------------------
-
-// Draws from std::mt19937_64 (whose output the standard fixes) and makes its
-// own normals, because std::normal_distribution differs between standard
-// libraries: the simulation numbers below are the same everywhere.
-class Noise {
- public:
-  explicit Noise(std::uint64_t seed) : rng_(seed) {}
-  /// Uniform in (0, 1).
-  double uniform() { return (static_cast<double>(rng_() >> 11) + 0.5) * 0x1.0p-53; }
-  /// Standard normal (Box-Muller).
-  double normal() {
-    const double u1 = uniform(), u2 = uniform();
-    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
-  }
-
- private:
-  std::mt19937_64 rng_;
-};
-
-// A realistic shape of per-run values: each run's value is the median of its
-// step times. Step time = base * run factor * step noise, where the run factor
-// (lognormal, sigma run_sigma) is what differs between runs of the same
-// configuration (frequency, thread placement, memory layout), the step noise
-// is lognormal (sigma 8%), and 1% of steps are hit by a 3x spike (interrupts,
-// allocator). With run_sigma = 1.7% the run-to-run coefficient of variation of
-// the per-run medians is about 2% (checked in the simulation tests).
-struct Workload {
-  double base = 10e6;  // 10 ms per step, in ns
-  double run_sigma = 0.017;
-  double step_sigma = 0.08;
-  double spike_probability = 0.01;
-  int steps = 100;
-  // Probability that a whole run is disturbed (another job on the machine)
-  // and how much slower it then is; 0 for the plain workload.
-  double outlier_run_probability = 0;
-  double outlier_run_slowdown = 1.08;
-};
-
-std::vector<double> simulate_runs(Noise& noise, const Workload& w, int runs, double scale) {
-  std::vector<double> values;
-  std::vector<double> steps(static_cast<std::size_t>(w.steps));
-  for (int r = 0; r < runs; ++r) {
-    double run_factor = std::exp(w.run_sigma * noise.normal());
-    if (noise.uniform() < w.outlier_run_probability) run_factor *= w.outlier_run_slowdown;
-    for (double& s : steps) {
-      s = w.base * scale * run_factor * std::exp(w.step_sigma * noise.normal());
-      if (noise.uniform() < w.spike_probability) s *= 3;
-    }
-    values.push_back(runner::store::median(steps));
-  }
-  return values;
-}
-
-struct SimulationOutcome {
-  int trials = 0;
-  int faster = 0;
-  int slower = 0;
-  double mean_cv = 0;  // mean run-to-run coefficient of variation of side A
-  double rate(int count) const { return static_cast<double>(count) / trials; }
-};
-
-// Compares side A (scale 1) with side B (scale `b_scale`) `trials` times, each
-// trial with its own data seed; the bootstrap keeps its default seed, as
-// `runner compare` does.
-SimulationOutcome simulate(const Workload& w, int runs_per_side, double b_scale, int trials,
-                           std::uint64_t seed_base) {
-  SimulationOutcome out;
-  out.trials = trials;
-  double cv_sum = 0;
-  for (int t = 0; t < trials; ++t) {
-    Noise noise(seed_base + static_cast<std::uint64_t>(t));
-    const auto a = simulate_runs(noise, w, runs_per_side, 1.0);
-    const auto b = simulate_runs(noise, w, runs_per_side, b_scale);
-    const Comparison c = compare_samples(a, b, Direction::lower_is_better);
-    if (c.verdict == Verdict::faster) ++out.faster;
-    if (c.verdict == Verdict::slower) ++out.slower;
-    cv_sum += runner::store::coefficient_of_variation(a).value_or(0);
-  }
-  out.mean_cv = cv_sum / trials;
-  return out;
-}
+using runner::store::testing::Noise;
+using runner::store::testing::simulate;
+using runner::store::testing::simulate_runs;
+using runner::store::testing::Workload;
 
 // --- descriptive helpers --------------------------------------------------------
 
@@ -633,34 +556,6 @@ TEST(Simulation, RegressionGate) {
   EXPECT_GE(at10, 0.75);
   EXPECT_LE(at5, 0.10);
   EXPECT_LE(at0, 0.01);
-}
-
-// The table in docs/method.md "How many repetitions": by runs per side, the
-// A/A false-alarm rate and the detection rate of a 5% and a 2% slowdown.
-// Slow (about 16000 comparisons), so not run by default:
-//   compare_test --gtest_also_run_disabled_tests --gtest_filter='*PowerCurve'
-TEST(Simulation, DISABLED_PowerCurve) {
-  for (int n : {3, 4, 5, 6, 8, 10, 15, 20}) {
-    const auto aa = simulate(Workload{}, n, 1.0, 500, 30000);
-    const auto five = simulate(Workload{}, n, 1.05, 500, 20000);
-    const auto two = simulate(Workload{}, n, 1.02, 500, 40000);
-    std::printf("[ power ] %2d runs per side: A/A false alarms %4.1f%% | 5%% slower: detected "
-                "%5.1f%%, wrong sign %3.1f%% | 2%% slower: detected %5.1f%%, wrong sign %3.1f%%\n",
-                n, 100 * aa.rate(aa.faster + aa.slower), 100 * five.rate(five.slower),
-                100 * five.rate(five.faster), 100 * two.rate(two.slower), 100 * two.rate(two.faster));
-  }
-  // The rule of thumb "about 30 x (CV / effect)^2 runs per side", checked
-  // where it predicts 30: a 2% effect at 2% CV, and a 5% effect at 5% CV.
-  Workload noisy;
-  noisy.run_sigma = 0.048;
-  for (int n : {20, 25, 30}) {
-    const auto two = simulate(Workload{}, n, 1.02, 300, 40000);
-    const auto five = simulate(noisy, n, 1.05, 300, 50000);
-    std::printf("[ rule ] %2d runs per side: 2%% slower at CV %.1f%%: detected %5.1f%% | 5%% slower "
-                "at CV %.1f%%: detected %5.1f%%, wrong sign %3.1f%%\n",
-                n, 100 * two.mean_cv, 100 * two.rate(two.slower), 100 * five.mean_cv,
-                100 * five.rate(five.slower), 100 * (two.faster + five.faster) / 600.0);
-  }
 }
 
 }  // namespace

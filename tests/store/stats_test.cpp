@@ -1,4 +1,4 @@
-#include "runner/store/stats.hpp"
+#include "runner/store/statistics.hpp"
 
 #include <gtest/gtest.h>
 

@@ -25,7 +25,7 @@
 #include "errors.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
-#include "runner/store/stats.hpp"
+#include "runner/store/statistics.hpp"
 #include "runner/engine/phase_clock.hpp"
 #include "runner/engine/step_loop.hpp"
 #include "runner/fingerprint/fingerprint.hpp"

@@ -1,27 +1,34 @@
-// Statistics behind `runner compare`: descriptive helpers, the Mann-Whitney U
-// test, a bootstrap confidence interval of the ratio of medians, the verdict
-// rule and the fingerprint diff. No LibTorch, no SQLite: the inputs are the
-// per-run values of one metric on each side (e.g. each run's median step
-// time). The method and its validation are documented in docs/method.md.
+// The statistics every command shows: descriptive summaries and quantiles,
+// the bootstrap, the Mann-Whitney U rank test and the verdict of a
+// comparison. `runner run` and `show` (summaries, noise warning), `compare`,
+// `report` and `export` all call these functions, so one pair of sides gets
+// one interval wherever it is printed. No LibTorch, no SQLite: the inputs are
+// plain values (e.g. each run's median step time). Sources, one concept each:
+// store/src/statistics/{descriptive,bootstrap,rank_test,verdict}.cpp. The
+// method and its validation are documented in docs/method.md.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "runner/store/store.hpp"
+
 namespace runner::store {
 
-// --- descriptive helpers ------------------------------------------------------
+// --- descriptive (descriptive.cpp) -----------------------------------------------
 
 /// Median of `values` (the mean of the two middle values for an even count). Throws runner::Error if empty.
 [[nodiscard]] double median(std::vector<double> values);
 
-/// Percentile `q` in [0, 100] by linear interpolation (NumPy's default). Throws runner::Error if empty or q is outside [0, 100].
+/// Percentile `q` in [0, 100] by linear interpolation between closest ranks (NumPy's default, "type 7"). Throws runner::Error if empty or q is outside [0, 100].
 [[nodiscard]] double percentile(std::vector<double> values, double q);
+
+/// percentile() of an ascending, non-empty `sorted` without copying or checking: the one type-7 quantile every summary and chart uses.
+[[nodiscard]] double percentile_sorted(const std::vector<double>& sorted, double q);
 
 /// Sample standard deviation (n - 1) over the mean; nullopt when undefined (fewer than 2 values or a zero mean).
 [[nodiscard]] std::optional<double> coefficient_of_variation(const std::vector<double>& values);
@@ -31,26 +38,20 @@ namespace runner::store {
 /// it); nullopt for fewer than 2 values or a zero median.
 [[nodiscard]] std::optional<double> robust_variation(const std::vector<double>& values);
 
-// --- Mann-Whitney U -------------------------------------------------------------
+/// n, mean, sample standard deviation (n-1), min, p5, p50, p90, p95, p99, max and CV of `values`. An empty input gives n = 0 and zeros.
+[[nodiscard]] Summary summarize(const std::string& metric, const std::string& unit,
+                                std::vector<double> values);
 
-/// Both samples at most this size and no tied values: the exact distribution of U is used.
-inline constexpr std::size_t kMannWhitneyExactMaxSize = 20;
+/// A run whose step times have a coefficient of variation above this is
+/// reported as noisy (torch.utils.benchmark warns on a similar spread).
+inline constexpr double kNoisyCoefficientOfVariation = 0.10;
 
-/// Result of a two-sided Mann-Whitney U test of sample a against sample b.
-struct MannWhitney {
-  double u_a = 0;        ///< U of side A: pairs (a_i, b_j) with a_i > b_j, ties counted 1/2 (SciPy's statistic for mannwhitneyu(a, b)).
-  double u_b = 0;        ///< U of side B: n_a * n_b - u_a.
-  double p_value = 1;    ///< Two-sided p-value, at most 1.
-  bool exact = false;    ///< True when p_value comes from the exact distribution, false for the normal approximation.
-  double p_a_greater = 0.5;  ///< Common-language effect size u_a / (n_a * n_b): estimated P(A > B) + P(A = B) / 2.
-};
+/// The warning for a noisy series, or "" when its spread is acceptable.
+[[nodiscard]] std::string noise_warning(const Summary& summary);
 
-/// Two-sided Mann-Whitney U test; exact without ties when both sizes are at most kMannWhitneyExactMaxSize, else normal approximation with tie and continuity correction. Throws runner::Error on an empty side or a non-finite value.
-[[nodiscard]] MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b);
+// --- bootstrap (bootstrap.cpp) -----------------------------------------------------
 
-// --- bootstrap ------------------------------------------------------------------
-
-/// Seed used when the caller gives none, so `runner compare` prints the same interval every time.
+/// Seed used when the caller gives none, so every command prints the same interval every time.
 inline constexpr std::uint64_t kDefaultBootstrapSeed = 0x5eed'c0de'2024'0001ULL;
 
 /// Settings of the percentile bootstrap.
@@ -73,7 +74,36 @@ struct RatioInterval {
                                                    const std::vector<double>& b,
                                                    const BootstrapOptions& options = {});
 
-// --- verdict --------------------------------------------------------------------
+/// A median with its confidence interval.
+struct MedianInterval {
+  double median = 0;         ///< Point estimate: the sample's median.
+  double lower = 0;          ///< Lower bound of the interval.
+  double upper = 0;          ///< Upper bound of the interval.
+  double confidence = 0.95;  ///< Level of the interval.
+};
+
+/// Percentile-bootstrap interval of the median of one sample, drawn as bootstrap_median_ratio draws each side. Throws runner::Error on an empty sample, a value that is not finite, or bad options.
+[[nodiscard]] MedianInterval bootstrap_median(const std::vector<double>& values,
+                                              const BootstrapOptions& options = {});
+
+// --- Mann-Whitney U (rank_test.cpp) ------------------------------------------------
+
+/// Both samples at most this size and no tied values: the exact distribution of U is used.
+inline constexpr std::size_t kMannWhitneyExactMaxSize = 20;
+
+/// Result of a two-sided Mann-Whitney U test of sample a against sample b.
+struct MannWhitney {
+  double u_a = 0;        ///< U of side A: pairs (a_i, b_j) with a_i > b_j, ties counted 1/2 (SciPy's statistic for mannwhitneyu(a, b)).
+  double u_b = 0;        ///< U of side B: n_a * n_b - u_a.
+  double p_value = 1;    ///< Two-sided p-value, at most 1.
+  bool exact = false;    ///< True when p_value comes from the exact distribution, false for the normal approximation.
+  double p_a_greater = 0.5;  ///< Common-language effect size u_a / (n_a * n_b): estimated P(A > B) + P(A = B) / 2.
+};
+
+/// Two-sided Mann-Whitney U test; exact without ties when both sizes are at most kMannWhitneyExactMaxSize, else normal approximation with tie and continuity correction. Throws runner::Error on an empty side or a non-finite value.
+[[nodiscard]] MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b);
+
+// --- verdict (verdict.cpp) -----------------------------------------------------------
 
 /// Which way is good for a metric: time is lower_is_better, throughput higher_is_better.
 enum class Direction { lower_is_better, higher_is_better };
@@ -124,8 +154,6 @@ struct Comparison {
 /// True when B is significantly slower than A by more than pct percent: time ratio.lower > 1 + pct/100, throughput ratio.upper < 1 - pct/100. Throws runner::Error if pct < 0 (or >= 100 for throughput).
 [[nodiscard]] bool regression_beyond(const Comparison& result, double pct);
 
-// --- practical equivalence -------------------------------------------------------
-
 /// The smallest default margin, in percent: below it a difference is never
 /// called, however quiet the runs.
 inline constexpr double kMinMarginPct = 0.5;
@@ -154,67 +182,5 @@ enum class Practical {
 
 /// "faster", "slower", "equivalent within +-1.2%" or "undecided (CI crosses +-1.2%)".
 [[nodiscard]] std::string practical_name(Practical verdict, double margin_pct);
-
-// --- schedule -------------------------------------------------------------------
-
-/// One run's value and when it started (seconds on any common clock).
-struct TimedValue {
-  double start_s = 0;
-  double value = 0;
-};
-
-/// How the runs of two sides were laid out in time, and the drift visible
-/// within each side, for a warning when the sides ran in separate blocks
-/// (a drift of the machine between the blocks then reads as an effect).
-struct ScheduleCheck {
-  /// Maximal stretches of one side in start order: 2 for two blocks, up to
-  /// n_a + n_b for perfect alternation.
-  std::size_t segments = 0;
-  /// (segments - 2) / (most possible - 2): 0 for separate blocks, 1 for
-  /// perfect alternation (1 when a side has a single run).
-  double interleaving = 1;
-  /// interleaving < kInterleavedEnough: the comparison mostly spans time.
-  bool separate_blocks = false;
-  double span_a_s = 0, span_b_s = 0;   ///< first to last start of each side
-  double gap_s = 0;                    ///< from A's mean start time to B's
-  /// Least-squares trend of each side's values over its own span, in percent
-  /// of its median (at least 3 runs).
-  std::optional<double> drift_a_pct, drift_b_pct;
-  /// The trend within the sides (pooled slope) carried over the gap between
-  /// them, in percent of A's median: the part of B/A that drift alone would
-  /// explain if it went on between the blocks.
-  std::optional<double> gap_drift_pct;
-};
-
-/// Below this interleaving, sides count as run in separate blocks.
-inline constexpr double kInterleavedEnough = 0.5;
-
-/// Lays the runs of both sides out in time. Throws runner::Error on an empty side.
-[[nodiscard]] ScheduleCheck check_schedule(const std::vector<TimedValue>& a,
-                                           const std::vector<TimedValue>& b);
-
-// --- fingerprint diff -----------------------------------------------------------
-
-/// One fingerprint key whose value differs between the sides.
-struct FingerprintDifference {
-  std::string key;                 ///< "area.key", e.g. "cpu.model".
-  std::optional<std::string> a;    ///< Value on side A; nullopt when the key is absent there.
-  std::optional<std::string> b;    ///< Value on side B; nullopt when the key is absent there.
-};
-
-/// Differing keys of two fingerprints, split by whether they can change a performance number.
-struct FingerprintDiff {
-  std::vector<FingerprintDifference> matters;  ///< Keys that can change performance, sorted by key.
-  std::vector<FingerprintDifference> benign;   ///< Keys that cannot (hostname, commit, seed, ...), sorted by key.
-  /// True when nothing differs at all.
-  [[nodiscard]] bool empty() const { return matters.empty() && benign.empty(); }
-};
-
-/// True when a difference in fingerprint key `key` can change a performance number (unknown keys count as mattering).
-[[nodiscard]] bool fingerprint_key_matters(std::string_view key);
-
-/// Keys whose values differ, or that are present on one side only, classified with fingerprint_key_matters.
-[[nodiscard]] FingerprintDiff diff_fingerprints(const std::map<std::string, std::string>& a,
-                                                const std::map<std::string, std::string>& b);
 
 }  // namespace runner::store
