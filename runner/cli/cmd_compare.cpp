@@ -19,7 +19,7 @@
 #include "runner/common/error.hpp"
 #include "runner/common/json.hpp"
 #include "runner/common/strings.hpp"
-#include "runner/store/compare.hpp"
+#include "runner/store/statistics.hpp"
 #include "runner/store/store.hpp"
 
 namespace runner::cli {
@@ -36,16 +36,9 @@ std::string signed_pct(double pct) { return (pct >= 0 ? "+" : "") + fixed(pct, 1
 
 int handle_compare(const Args& args, const Global& global) {
   const store::Store db = store::Store::open_read_only(global.db);
-  const std::string by = args.get("--by");
   Side a, b;
-  if (!by.empty()) {
-    if (args.positionals.size() != 1)
-      throw Error("with --by, give one experiment:NAME selector, found " +
-                  std::to_string(args.positionals.size()));
-    std::vector<std::string> where;
-    if (auto it = args.values.find("--where"); it != args.values.end()) where = it->second;
-    std::tie(a, b) = split_by(db, args.positionals[0], by, args.get("--baseline"),
-                              args.get("--versus"), where);
+  if (!by_option(args).empty()) {
+    std::tie(a, b) = split_by(db, args);
   } else {
     if (args.positionals.size() != 2)
       throw Error("runner compare: expected two selectors A and B, found " +
@@ -67,14 +60,7 @@ int handle_compare(const Args& args, const Global& global) {
       throw Error("--fail-above must be a percentage >= 0, found '" + args.get("--fail-above") + "'");
     fail_above = *value;
   }
-  std::optional<double> margin;
-  if (args.has("--margin")) {
-    const std::optional<double> value = parse_double(args.get("--margin"));
-    if (!value || !(*value >= 0) || !(*value < 100))
-      throw Error("--margin must be a percentage in [0, 100), found '" + args.get("--margin") + "'",
-                  "e.g. --margin 2 calls differences within +/-2% equivalent");
-    margin = *value;
-  }
+  const std::optional<double> margin = margin_option(args);
 
   const SideComparison compared = compare_sides(a, b, margin);
   const auto& diff = compared.diff;
@@ -226,21 +212,12 @@ Command compare_command() {
   def.usage = "runner compare A B [options]";
   def.positionals = {"A"};
   def.variadic = true;
-  def.options = {
-      {"--by", "KEY", "split one experiment:NAME into two sides by a swept key", false},
-      {"--baseline", "VALUE", "with --by: the value that is side A (default: the first)", false},
-      {"--versus", "VALUE", "with --by: the value that is side B (default: the only other)",
-       false},
-      {"--where", "KEY=VALUE", "with --by: only trials with this value of KEY", true},
-      {"--fail-above", "PCT", "exit 1 if B is slower than A by more than PCT % (significant)",
-       false},
-      {"--margin", "PCT",
-       "practical-equivalence margin: differences within +/-PCT % are not called (default: "
-       "the run-to-run noise of the two sides)",
-       false},
-      {"--format", "FORMAT", "table (default), json or csv", false},
-      {"--all-differences", "", "also list benign fingerprint differences", false},
-  };
+  def.options = side_options();
+  def.options.insert(def.options.end(),
+                     {{"--fail-above", "PCT",
+                       "exit 1 if B is slower than A by more than PCT % (significant)", false},
+                      {"--format", "FORMAT", "table (default), json or csv", false},
+                      {"--all-differences", "", "also list benign fingerprint differences", false}});
   def.details =
       "A and B are RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME; only finished\n"
       "runs count, and each run contributes one value per metric (its median step time, its\n"

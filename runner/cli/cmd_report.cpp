@@ -84,15 +84,6 @@ std::vector<HistoryPoint> history_of(const store::Store& db,
   return out;
 }
 
-std::optional<double> margin_option(const Args& args) {
-  if (!args.has("--margin")) return std::nullopt;
-  const std::optional<double> value = parse_double(args.get("--margin"));
-  if (!value || !(*value >= 0) || !(*value < 100))
-    throw Error("--margin must be a percentage in [0, 100), found '" + args.get("--margin") + "'",
-                "e.g. --margin 2 calls differences within +/-2% equivalent");
-  return value;
-}
-
 void compare_into(ReportInput& in, const Side& a, const Side& b, std::optional<double> margin) {
   in.sides = {a.name, b.name};
   for (const Side* side : {&a, &b})
@@ -104,10 +95,7 @@ void compare_into(ReportInput& in, const Side& a, const Side& b, std::optional<d
 }
 
 int handle_report(const Args& args, const Global& global) {
-  const std::string by = args.get("--by");
-  if (!by.empty() && args.positionals.size() != 1)
-    throw Error("with --by, give one experiment:NAME selector, found " +
-                std::to_string(args.positionals.size()));
+  const std::string by = by_option(args);
   const std::optional<double> margin = margin_option(args);
   const std::filesystem::path out = args.get("--out", "report.html");
   // Before any work: a report that cannot be written is not made.
@@ -124,10 +112,7 @@ int handle_report(const Args& args, const Global& global) {
   in.generated_at = now_iso();
   in.runs = select_all(db, args.positionals, RunFilter::all).runs;
   if (!by.empty()) {
-    std::vector<std::string> where;
-    if (auto it = args.values.find("--where"); it != args.values.end()) where = it->second;
-    const auto [a, b] = split_by(db, args.positionals[0], by, args.get("--baseline"),
-                                 args.get("--versus"), where);
+    const auto [a, b] = split_by(db, args);
     compare_into(in, a, b, margin);
   } else if (args.positionals.size() == 2) {
     compare_into(in, select(db, args.positionals[0]), select(db, args.positionals[1]), margin);
@@ -156,14 +141,8 @@ Command report_command() {
   def.positionals = {"SELECTOR"};
   def.variadic = true;
   def.options = {
-      {"--out", "FILE", "where to write the page (default report.html; replaced whole)", false},
-      {"--by", "KEY", "compare one experiment:NAME split by a swept key (as compare --by)", false},
-      {"--baseline", "VALUE", "with --by: the value that is side A (default: the first)", false},
-      {"--versus", "VALUE", "with --by: the value that is side B (default: the only other)",
-       false},
-      {"--where", "KEY=VALUE", "with --by: only trials with this value of KEY", true},
-      {"--margin", "PCT", "practical-equivalence margin of the comparison (as compare)", false},
-  };
+      {"--out", "FILE", "where to write the page (default report.html; replaced whole)", false}};
+  for (OptionDef& option : side_options()) def.options.push_back(std::move(option));
   def.details =
       "SELECTOR is RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME, as for compare;\n"
       "every selected run is shown, failed and interrupted ones included. Two selectors (or\n"

@@ -1,5 +1,6 @@
-// runner run FILE / runner validate FILE: check everything, then run every
-// repetition of every trial (each in a child process by default) and record it.
+// runner run FILE...: check everything, then run every repetition of every
+// trial (each in a child process by default) and record it; what `rerun` and
+// `validate` share with it is declared in running.hpp.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "running.hpp"
 #include "table.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
@@ -19,9 +21,8 @@
 #include "runner/host/host.hpp"
 #include "runner/process/isolation.hpp"
 #include "runner/scheduler/job.hpp"
-#include "runner/scheduler/rerun.hpp"
 #include "runner/scheduler/scheduler.hpp"
-#include "runner/store/stats.hpp"
+#include "runner/store/statistics.hpp"
 #include "runner/store/store.hpp"
 
 namespace fs = std::filesystem;
@@ -42,46 +43,6 @@ void load_plugins(PluginHost& host, const std::vector<fs::path>& experiment_path
 }
 
 namespace {
-
-// Flags of `run` beyond the common ones.
-struct RunFlags {
-  std::vector<std::string> set;
-  bool dry_run = false;
-  SchedulerOptions options;
-};
-
-RunFlags run_flags(const Args& args, const Global& global) {
-  RunFlags f;
-  if (auto it = args.values.find("--set"); it != args.values.end()) f.set = it->second;
-  const std::string isolate = args.get("--isolate", "process");
-  if (isolate != "process" && isolate != "none")
-    throw Error("--isolate must be 'process' or 'none', found '" + isolate + "'");
-  SchedulerOptions& o = f.options;
-  o.db = global.db;
-  o.start = global.start;
-  o.isolation = isolate == "process" ? Isolation::process : Isolation::none;
-  f.dry_run = args.has("--dry-run");
-  o.shuffle = args.has("--shuffle");
-  if (args.has("--force") && args.has("--rerun-failed"))
-    throw Error("--force and --rerun-failed exclude each other",
-                "--force reruns everything; --rerun-failed only what failed");
-  if (args.has("--force")) o.policy = ResumePolicy::force;
-  if (args.has("--rerun-failed")) o.policy = ResumePolicy::rerun_failed;
-  if (args.has("--max-failures"))
-    o.max_failures = parse_integer(args.get("--max-failures"), "--max-failures", 0);
-  if (args.has("--max-consecutive-failures"))
-    o.max_consecutive_failures =
-        parse_integer(args.get("--max-consecutive-failures"), "--max-consecutive-failures", 0);
-  if (args.has("--shard")) o.shard = parse_shard(args.get("--shard"));
-  return f;
-}
-
-PreparedExperiment prepare(const fs::path& file, const Global& global,
-                           const std::vector<std::string>& set) {
-  PreparedExperiment p = prepare_experiment(file, set, search_of(global));
-  for (const auto& w : p.warnings) spdlog::warn("{}", w);
-  return p;
-}
 
 const store::Summary* find_summary(const std::vector<store::Summary>& all, const std::string& m) {
   for (const auto& s : all)
@@ -366,66 +327,53 @@ int run_experiments(const std::vector<std::string>& files, const Global& global,
       return announcer->announce(experiment, trial, repeat, which);
     };
   }
-  PrintingObserver observer(sweep, global);
-  const SweepResult result = run_sweep(sweep, options, observer);
-  return observer.finish(result, options);
+  return run_printing(sweep, options, global);
 }
 
 int handle_run(const Args& args, const Global& global) {
   return run_experiments(args.positionals, global, run_flags(args, global));
 }
 
-// --- rerun ------------------------------------------------------------------
-
-int handle_rerun(const Args& args, const Global& global) {
-  const std::int64_t id = parse_integer(args.positionals[0], "RUN_ID", 1);
-  std::optional<store::RunDetail> run;
-  {
-    const store::Store db = store::Store::open_read_only(global.db);
-    run = db.get_run(id);
-  }
-  if (!run)
-    throw Error("run " + std::to_string(id) + " is not in " + global.db.string(),
-                "run 'runner runs' to list the recorded runs");
-  const RerunFile file(*run);
-  for (const auto& warning : file.warnings()) spdlog::warn("{}", warning);
-  RunFlags flags = run_flags(args, global);
-  flags.options.policy = ResumePolicy::force;
-  flags.set.push_back("experiment.repeats=1");
-  const PreparedExperiment p = prepare(file.path(), global, flags.set);
-  // The same configuration must come back, or the rerun would not be one.
-  if (p.trials.size() != 1 || p.first().config_hash() != run->config_hash)
-    spdlog::warn("the configuration of run {} no longer resolves to the same hash ({} now, "
-                 "{} then): a plugin's declared options changed",
-                 id, p.first().config_hash().substr(0, 12), run->config_hash.substr(0, 12));
-  PrintingObserver observer(p, global);
-  return observer.finish(run_sweep(p, flags.options, observer), flags.options);
-}
-
-int handle_validate(const Args& args, const Global& global) {
-  std::vector<std::string> set;
-  if (auto it = args.values.find("--set"); it != args.values.end()) set = it->second;
-  const PreparedExperiment p = prepare(args.positionals[0], global, set);
-  const Experiment& e = p.first();
-  std::cout << e.source->path.string() << ": ok\n"
-            << "experiment '" << e.name << "' (" << e.kind << "): " << p.trials.size()
-            << " trial(s) x " << e.repeats << " repetition(s)\n";
-  if (args.has("--list-trials")) {
-    Table table({"#", "label", "model", "loader", "optimizer", "device", "config"});
-    for (const Trial& t : p.trials) {
-      const Experiment& x = t.experiment;
-      // A kernel experiment's "model" is its kernel plugin.
-      const std::string& timed = x.kernel ? x.kernel->plugin : x.model.plugin;
-      table.add({std::to_string(t.index + 1), t.label.empty() ? "-" : t.label, timed,
-                 x.data ? x.data->plugin : "-", x.optimizer ? x.optimizer->plugin : "-",
-                 p.devices.at(x.device.type), x.config_hash().substr(0, 12)});
-    }
-    table.print(std::cout);
-  }
-  return kExitOk;
-}
-
 }  // namespace
+
+RunFlags run_flags(const Args& args, const Global& global) {
+  RunFlags f;
+  if (auto it = args.values.find("--set"); it != args.values.end()) f.set = it->second;
+  const std::string isolate = args.get("--isolate", "process");
+  if (isolate != "process" && isolate != "none")
+    throw Error("--isolate must be 'process' or 'none', found '" + isolate + "'");
+  SchedulerOptions& o = f.options;
+  o.db = global.db;
+  o.start = global.start;
+  o.isolation = isolate == "process" ? Isolation::process : Isolation::none;
+  f.dry_run = args.has("--dry-run");
+  o.shuffle = args.has("--shuffle");
+  if (args.has("--force") && args.has("--rerun-failed"))
+    throw Error("--force and --rerun-failed exclude each other",
+                "--force reruns everything; --rerun-failed only what failed");
+  if (args.has("--force")) o.policy = ResumePolicy::force;
+  if (args.has("--rerun-failed")) o.policy = ResumePolicy::rerun_failed;
+  if (args.has("--max-failures"))
+    o.max_failures = parse_integer(args.get("--max-failures"), "--max-failures", 0);
+  if (args.has("--max-consecutive-failures"))
+    o.max_consecutive_failures =
+        parse_integer(args.get("--max-consecutive-failures"), "--max-consecutive-failures", 0);
+  if (args.has("--shard")) o.shard = parse_shard(args.get("--shard"));
+  return f;
+}
+
+PreparedExperiment prepare(const fs::path& file, const Global& global,
+                           const std::vector<std::string>& set) {
+  PreparedExperiment p = prepare_experiment(file, set, search_of(global));
+  for (const auto& w : p.warnings) spdlog::warn("{}", w);
+  return p;
+}
+
+int run_printing(const Sweep& sweep, const SchedulerOptions& options, const Global& global) {
+  PrintingObserver observer(sweep, global);
+  const SweepResult result = run_sweep(sweep, options, observer);
+  return observer.finish(result, options);
+}
 
 Command run_command() {
   CommandDef def;
@@ -459,38 +407,6 @@ Command run_command() {
       "Ctrl-C stops the current run cleanly (interrupted); a second Ctrl-C kills it.\n"
       "Exit codes: 0 all runs finished, 1 a run failed, 2 bad input or usage, 130 interrupted.";
   return {def, &handle_run};
-}
-
-Command rerun_command() {
-  CommandDef def;
-  def.name = "rerun";
-  def.summary = "run a recorded run's exact configuration again, as a new run";
-  def.usage = "runner rerun RUN_ID [options]";
-  def.positionals = {"RUN_ID"};
-  def.options = {
-      {"--isolate", "MODE", "process (default) or none", false},
-  };
-  def.details =
-      "Rebuilds the run's stored resolved configuration (canonical JSON) and runs it once,\n"
-      "loading the same plugin library files. A plugin whose file hash changed since is\n"
-      "named in a warning; the rerun then belongs to a new trial (identity includes hashes).";
-  return {def, &handle_rerun};
-}
-
-Command validate_command() {
-  CommandDef def;
-  def.name = "validate";
-  def.summary = "check an experiment file and its trials without running anything";
-  def.usage = "runner validate FILE [options]";
-  def.positionals = {"FILE"};
-  def.options = {
-      {"--set", "KEY=VALUE", "override a dotted key of the file", true},
-      {"--list-trials", "", "print the expanded list of trials", false},
-  };
-  def.details =
-      "Checks syntax, sections, keys, types, ranges, extends, sweeps, plugin names and\n"
-      "plugin options of every trial.";
-  return {def, &handle_validate};
 }
 
 }  // namespace runner::cli

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "runner/store/compare.hpp"
+#include "runner/store/fingerprint_diff.hpp"
+#include "runner/store/schedule_check.hpp"
+#include "runner/store/statistics.hpp"
 #include "selection.hpp"
 
 namespace runner::cli {

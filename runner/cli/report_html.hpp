@@ -47,8 +47,4 @@ struct ReportInput {
 /// The whole page.
 [[nodiscard]] std::string render_report(const ReportInput& input);
 
-/// Bootstrap percentile interval (95 %) of the median of `values` (fixed
-/// seed, 2000 resamples); {median, median} for fewer than 2 values.
-[[nodiscard]] std::pair<double, double> median_interval(const std::vector<double>& values);
-
 }  // namespace runner::cli

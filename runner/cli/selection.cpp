@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "args.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/json.hpp"
 #include "runner/common/strings.hpp"
@@ -145,6 +144,44 @@ std::string trial_value(const nlohmann::json& config, const std::string& label,
 // Splits one experiment's runs into two sides by the value of a key, among
 // the trials that match every `where` ("KEY=VALUE"): side A has `baseline`
 // (default: the first value), side B `versus` (default: the only other one).
+std::vector<OptionDef> side_options() {
+  return {
+      {"--by", "KEY", "split one experiment:NAME into two sides by a swept key", false},
+      {"--baseline", "VALUE", "with --by: the value that is side A (default: the first)", false},
+      {"--versus", "VALUE", "with --by: the value that is side B (default: the only other)",
+       false},
+      {"--where", "KEY=VALUE", "with --by: only trials with this value of KEY", true},
+      {"--margin", "PCT",
+       "practical-equivalence margin: differences within +/-PCT % are not called (default: "
+       "the run-to-run noise of the two sides)",
+       false},
+  };
+}
+
+std::string by_option(const Args& args) {
+  const std::string by = args.get("--by");
+  if (!by.empty() && args.positionals.size() != 1)
+    throw Error("with --by, give one experiment:NAME selector, found " +
+                std::to_string(args.positionals.size()));
+  return by;
+}
+
+std::pair<Side, Side> split_by(const store::Store& db, const Args& args) {
+  std::vector<std::string> where;
+  if (auto it = args.values.find("--where"); it != args.values.end()) where = it->second;
+  return split_by(db, args.positionals.at(0), args.get("--by"), args.get("--baseline"),
+                  args.get("--versus"), where);
+}
+
+std::optional<double> margin_option(const Args& args) {
+  if (!args.has("--margin")) return std::nullopt;
+  const std::optional<double> value = parse_double(args.get("--margin"));
+  if (!value || !(*value >= 0) || !(*value < 100))
+    throw Error("--margin must be a percentage in [0, 100), found '" + args.get("--margin") + "'",
+                "e.g. --margin 2 calls differences within +/-2% equivalent");
+  return value;
+}
+
 std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
                                const std::string& key, const std::string& baseline,
                                const std::string& versus, const std::vector<std::string>& where) {

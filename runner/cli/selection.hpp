@@ -1,7 +1,8 @@
 // Which runs a command reads: the selectors of `compare`, `report` and
 // `export` (RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME), the
-// split of one experiment by a swept key (--by), and the values of dotted
-// configuration keys in a trial's resolved configuration and sweep label.
+// split of one experiment by a swept key (--by) with the options that ask for
+// it, and the values of dotted configuration keys in a trial's resolved
+// configuration and sweep label.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "args.hpp"
 #include "runner/store/store.hpp"
 
 namespace runner::cli {
@@ -45,6 +47,22 @@ enum class RunFilter { finished, all };
                                              const std::string& key, const std::string& baseline,
                                              const std::string& versus,
                                              const std::vector<std::string>& where);
+
+/// The options of the two sides of a comparison, as `compare` and `report`
+/// take them: --by, --baseline, --versus, --where and --margin.
+[[nodiscard]] std::vector<OptionDef> side_options();
+
+/// The --by key, or "" without one. Throws runner::Error (input) when --by
+/// comes with other than one selector.
+[[nodiscard]] std::string by_option(const Args& args);
+
+/// split_by() of the one selector by the --by key, with --baseline, --versus
+/// and every --where of `args`.
+[[nodiscard]] std::pair<Side, Side> split_by(const store::Store& db, const Args& args);
+
+/// --margin in percent, nullopt without it. Throws runner::Error (input) for
+/// a value that is not a percentage in [0, 100).
+[[nodiscard]] std::optional<double> margin_option(const Args& args);
 
 /// A configuration value as users write it in --by and --baseline: strings
 /// bare, numbers as stored, arrays as "[64, 64]".

@@ -103,6 +103,52 @@ TEST_F(CompareCliTest, RegressionGateAndFormats) {
       << r.out;
 }
 
+// The number after `"key":` at or after `from` in a JSON text.
+double number_after(const std::string& text, const std::string& key, std::size_t from) {
+  const auto at = text.find("\"" + key + "\":", from);
+  EXPECT_NE(at, std::string::npos) << key;
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size() + 3));
+}
+
+TEST_F(CompareCliTest, CompareAndReportGiveTheSameIntervalForTheSameSides) {
+  // Both commands call one statistics module (store/include/runner/store/
+  // statistics.hpp): the interval `compare` prints is the one the report's
+  // forest plot draws and its verdict table shows, for every metric.
+  const Result json = run("compare experiment:slowdown --by model.delay_us --format json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  const Result table = run("compare experiment:slowdown --by model.delay_us");
+  ASSERT_EQ(table.code, 0) << table.err;
+  const auto page_path = dir_->path() / "same-interval.html";
+  const Result report =
+      run("report experiment:slowdown --by model.delay_us --out " + page_path.string());
+  ASSERT_EQ(report.code, 0) << report.err;
+  const std::string page = runner::test::slurp(page_path);
+  int compared = 0;
+  for (const std::string metric : {"step_time", "forward", "samples_per_s"}) {
+    const auto in_json = json.out.find("{\"metric\":\"" + metric + "\"");
+    ASSERT_NE(in_json, std::string::npos) << metric << "\n" << json.out;
+    const double lower = number_after(json.out, "ci_lower", in_json);
+    const double upper = number_after(json.out, "ci_upper", in_json);
+    // The forest plot's data (keys in alphabetical order: lower, metric, ..., upper).
+    const auto in_page = page.find("\"metric\":\"" + metric + "\",\"p\":");
+    ASSERT_NE(in_page, std::string::npos) << metric;
+    const auto object = page.rfind('{', in_page);
+    EXPECT_NEAR(number_after(page, "lower", object), lower, 1e-5 * lower) << metric;
+    EXPECT_NEAR(number_after(page, "upper", in_page), upper, 1e-5 * upper) << metric;
+    // The verdict table prints it as compare's table does.
+    const std::string row = line_of(table.out, metric + " ");
+    const auto open = row.find('['), close = row.find(']');
+    ASSERT_NE(open, std::string::npos) << table.out;
+    const std::string interval = row.substr(open, close + 1 - open);
+    EXPECT_NE(page.find("<tr><td>" + metric + "</td>"), std::string::npos) << metric;
+    EXPECT_NE(page.find("<td class=\"num\">" + interval + "</td>", page.find("<tr><td>" + metric + "</td>")),
+              std::string::npos)
+        << metric << " " << interval;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 3);
+}
+
 TEST_F(CompareCliTest, OneRunPerSideIsFlaggedUnreliable) {
   const Result r = run("compare 1 2");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -1,0 +1,364 @@
+// The charts of `runner report` (docs/report.md): Vega-Lite specifications
+// of the forest plot, the step-time boxes, the loss and evaluation lines, the
+// sweep and the history. Every number comes from the store's statistics
+// (store/include/runner/store/statistics.hpp), as `runner compare`'s do.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "report_parts.hpp"
+#include "runner/common/json.hpp"
+#include "runner/common/run_kind.hpp"
+#include "runner/common/strings.hpp"
+#include "runner/store/statistics.hpp"
+#include "table.hpp"
+
+namespace runner::cli::report {
+namespace {
+
+// The headline metric against each swept key: one point per trial (the median
+// over its finished runs, with a bootstrap 95% interval), one line per value
+// of the other swept keys.
+std::string experiment_sweep_charts(Charts& charts, const std::string& experiment,
+                                   const std::vector<const TrialGroup*>& trials) {
+  std::vector<std::string> keys;
+  for (const TrialGroup* g : trials)
+    for (const std::string& key : label_keys(g->runs.front()->row.label))
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  std::ostringstream out;
+  for (const std::string& key : keys) {
+    std::set<std::string> distinct;
+    json values = json::array();
+    bool numeric = true;
+    std::string headline;
+    for (const TrialGroup* trial : trials) {
+      const TrialGroup& g = *trial;
+      if (g.finished.empty()) continue;
+      const store::RunDetail& first = *g.runs.front();
+      headline = headline_metric(first.row.kind);
+      std::vector<double> per_run;
+      for (const auto* run : g.finished)
+        if (const auto* s = summary_of(*run, headline)) per_run.push_back(s->p50 / 1e6);
+      if (per_run.empty()) continue;
+      const json config = parse_json(first.config_json);
+      const std::string value = trial_value(config, first.row.label, key);
+      distinct.insert(value);
+      const std::optional<double> number = parse_double(value);
+      numeric = numeric && number.has_value();
+      std::vector<std::string> others;
+      for (const std::string& other : label_keys(first.row.label))
+        if (other != key) others.push_back(other + "=" + trial_value(config, first.row.label, other));
+      const store::MedianInterval m = store::bootstrap_median(per_run);
+      json point = {{"value", value},
+                    {"median", m.median},
+                    {"lower", m.lower},
+                    {"upper", m.upper},
+                    {"runs", per_run.size()},
+                    {"trial", "trial " + std::to_string(g.id)},
+                    {"others", others.empty() ? std::string("all trials") : join(others, " ")}};
+      if (number) point["number"] = *number;
+      values.push_back(std::move(point));
+    }
+    if (distinct.size() < 2) continue;
+    const json x = numeric ? json{{"field", "number"}, {"type", "quantitative"}, {"title", key},
+                                  {"scale", {{"zero", false}}}}
+                           : json{{"field", "value"}, {"type", "ordinal"}, {"title", key},
+                                  {"sort", nullptr}};
+    const json color = {{"field", "others"}, {"type", "nominal"}, {"title", "other keys"}};
+    json spec = {
+        {"title", experiment + ": " + headline + " (median over runs, 95% CI) against " + key},
+        {"width", 520},
+        {"height", 240},
+        {"data", {{"values", values}}},
+        {"layer",
+         json::array(
+             {{{"mark", {{"type", "rule"}}},
+               {"encoding", {{"x", x},
+                             {"y", {{"field", "lower"}, {"type", "quantitative"},
+                                    {"title", headline + " (ms)"}, {"scale", {{"zero", false}}}}},
+                             {"y2", {{"field", "upper"}}}, {"color", color}}}},
+              {{"mark", {{"type", "line"}, {"point", true}}},
+               {"encoding",
+                {{"x", x},
+                 {"y", {{"field", "median"}, {"type", "quantitative"}}},
+                 {"color", color},
+                 {"tooltip", json::array({{{"field", "trial"}}, {{"field", "value"}, {"title", key}},
+                                          {{"field", "median"}, {"format", ".4f"}},
+                                          {{"field", "lower"}, {"format", ".4f"}},
+                                          {{"field", "upper"}, {"format", ".4f"}},
+                                          {{"field", "runs"}}})}}}}})}};
+    out << charts.add(std::move(spec));
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::string forest_plot(Charts& charts, const SideComparison& c) {
+  json values = json::array();
+  for (const MetricRow& row : c.rows) {
+    const auto& r = row.result;
+    values.push_back({{"metric", row.spec.name},
+                      {"ratio", r.ratio.ratio},
+                      {"lower", r.ratio.lower},
+                      {"upper", r.ratio.upper},
+                      {"verdict", verdict_text(row)},
+                      {"call", verdict_word(verdict_text(row))},
+                      {"p", r.test.p_value}});
+  }
+  const json y = {{"field", "metric"}, {"type", "nominal"}, {"sort", nullptr}, {"title", nullptr}};
+  const json x_scale = {{"zero", false}};
+  // Good news green, bad news red, "no difference" grey, "cannot tell" orange.
+  const json verdict_color = {
+      {"field", "call"},
+      {"type", "nominal"},
+      {"title", "verdict"},
+      {"scale",
+       {{"domain", {"faster", "better", "smaller", "slower", "worse", "larger", "equivalent",
+                    "undecided"}},
+        {"range", {"#1a7f37", "#1a7f37", "#1a7f37", "#cf222e", "#cf222e", "#cf222e", "#6e7781",
+                   "#d4821f"}}}}};
+  json spec = {
+      {"title", "B / A per metric (ratio of per-run medians, 95% bootstrap CI)"},
+      {"width", 640},
+      {"height", {{"step", 26}}},
+      {"data", {{"values", values}}},
+      {"layer",
+       json::array(
+           {{{"mark", {{"type", "rule"}, {"color", "#888"}, {"strokeDash", {4, 4}}}},
+             {"data", {{"values", json::array({{{"one", 1}}})}}},
+             {"encoding", {{"x", {{"field", "one"}, {"type", "quantitative"}}}}}},
+            {{"mark", {{"type", "rule"}, {"strokeWidth", 2}}},
+             {"encoding",
+              {{"y", y},
+               {"x", {{"field", "lower"}, {"type", "quantitative"}, {"scale", x_scale},
+                      {"title", "B / A"}}},
+               {"x2", {{"field", "upper"}}},
+               {"color", verdict_color}}}},
+            {{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}}},
+             {"encoding",
+              {{"y", y},
+               {"x", {{"field", "ratio"}, {"type", "quantitative"}}},
+               {"color", verdict_color},
+               {"tooltip",
+                json::array({{{"field", "metric"}},
+                             {{"field", "ratio"}, {"format", ".4f"}},
+                             {{"field", "lower"}, {"format", ".4f"}},
+                             {{"field", "upper"}, {"format", ".4f"}},
+                             {{"field", "p"}, {"format", ".4f"}},
+                             {{"field", "verdict"}}})}}}}})}};
+  return charts.add(std::move(spec));
+}
+
+// Per run and phase, the distribution of step times: warm-up and profiled
+// steps (which profiling slows down) apart from the measured ones.
+// Drawn from quantiles computed here, so the page stays small for long runs.
+std::string phase_boxes(Charts& charts, const ReportInput& in) {
+  json values = json::array();
+  for (const auto& run : in.runs) {
+    const auto it = in.samples.find(run.row.id);
+    if (it == in.samples.end() || it->second.empty()) continue;
+    const std::string headline = headline_metric(run.row.kind);
+    std::vector<std::pair<std::string, std::function<double(const store::Sample&)>>> series;
+    series.emplace_back(headline, [](const store::Sample& s) { return s.wall_ns; });
+    for (const store::PhaseInfo& phase : store::kPhases) {
+      const store::Phase p = phase.phase;
+      series.emplace_back(phase.name, [p](const store::Sample& s) { return s.phase(p); });
+    }
+    for (const auto& [name, value_of] : series) {
+      std::map<std::string, std::vector<double>> by_stage;
+      for (const store::Sample& s : it->second) {
+        const double v = value_of(s);
+        if (!(v > 0) || !std::isfinite(v)) continue;  // a log axis: 0 ns is not drawn
+        by_stage[s.warmup ? "warm-up" : s.profiled ? "profiled" : "measured"].push_back(v / 1e6);
+      }
+      for (auto& [stage, v] : by_stage) {
+        std::sort(v.begin(), v.end());
+        values.push_back({{"run", run_name(run)},
+                          {"phase", name},
+                          {"stage", stage},
+                          {"n", v.size()},
+                          {"min", v.front()},
+                          {"p5", store::percentile_sorted(v, 5)},
+                          {"q1", store::percentile_sorted(v, 25)},
+                          {"median", store::percentile_sorted(v, 50)},
+                          {"q3", store::percentile_sorted(v, 75)},
+                          {"p95", store::percentile_sorted(v, 95)},
+                          {"max", v.back()}});
+      }
+    }
+  }
+  if (values.empty()) return "<p class=\"note\">No samples recorded for these runs.</p>\n";
+  // The headlines first, then the phases in the order a step takes them.
+  json phase_order = {"step_time", "latency", "call_time"};
+  for (const store::PhaseInfo& phase : store::kPhases) phase_order.push_back(phase.name);
+  const json x = {{"field", "run"}, {"type", "nominal"}, {"title", nullptr}, {"sort", nullptr}};
+  const json color = {{"field", "stage"},
+                      {"type", "nominal"},
+                      {"scale", {{"domain", {"measured", "warm-up", "profiled"}},
+                                 {"range", {"#4c78a8", "#f58518", "#b279a2"}}}},
+                      {"title", "steps"}};
+  const json offset = {{"field", "stage"}, {"type", "nominal"},
+                       {"sort", {"measured", "warm-up", "profiled"}}};
+  const json tooltip = json::array({{{"field", "run"}},
+                                    {{"field", "phase"}},
+                                    {{"field", "stage"}},
+                                    {{"field", "n"}},
+                                    {{"field", "min"}, {"format", ".4f"}},
+                                    {{"field", "median"}, {"format", ".4f"}},
+                                    {{"field", "p95"}, {"format", ".4f"}},
+                                    {{"field", "max"}, {"format", ".4f"}}});
+  const json layers = json::array(
+      {{{"mark", {{"type", "rule"}}},
+        {"encoding", {{"x", x}, {"xOffset", offset},
+                      {"y", {{"field", "p5"}, {"type", "quantitative"}, {"title", "ms (log)"},
+                             {"scale", {{"type", "log"}}}}},
+                      {"y2", {{"field", "p95"}}}, {"color", color}}}},
+       {{"mark", {{"type", "bar"}, {"size", 9}}},
+        {"encoding", {{"x", x}, {"xOffset", offset},
+                      {"y", {{"field", "q1"}, {"type", "quantitative"}}},
+                      {"y2", {{"field", "q3"}}}, {"color", color}, {"tooltip", tooltip}}}},
+       {{"mark", {{"type", "tick"}, {"color", "white"}, {"size", 9}}},
+        {"encoding", {{"x", x}, {"xOffset", offset},
+                      {"y", {{"field", "median"}, {"type", "quantitative"}}}}}}});
+  // One panel per phase with only the runs that have it, each with its own
+  // log axis: warm-up steps are often 100x the measured ones, and both must
+  // stay readable.
+  std::set<std::string> present;
+  for (const auto& v : values) present.insert(v["phase"].get<std::string>());
+  json panels = json::array();
+  for (const auto& phase : phase_order) {
+    const std::string name = phase.get<std::string>();
+    if (!present.count(name)) continue;
+    panels.push_back({{"title", name},
+                      {"width", {{"step", 12}}},
+                      {"height", 170},
+                      {"transform", json::array({{{"filter", {{"field", "phase"}, {"equal", name}}}}})},
+                      {"layer", layers}});
+  }
+  json spec = {
+      {"title", "Step time by phase (ms, log scale): box = quartiles, white tick = median, "
+                "whiskers = 5th-95th percentile (min and max in the tooltip)"},
+      {"data", {{"values", values}}},
+      {"concat", panels},
+      // As many panels side by side as fit the page: 12 px per box, up to
+      // three boxes (measured, warm-up, profiled) per run, plus the axis.
+      {"columns", std::clamp<std::size_t>(1000 / (36 * in.runs.size() + 100), 1, 3)}};
+  return charts.add(std::move(spec));
+}
+
+// A line per run over steps, at most `points` points each (every k-th step).
+std::string loss_lines(Charts& charts, const ReportInput& in) {
+  constexpr std::size_t points = 400;
+  json values = json::array();
+  for (const auto& run : in.runs) {
+    const auto it = in.samples.find(run.row.id);
+    if (it == in.samples.end()) continue;
+    std::vector<const store::Sample*> with_loss;
+    for (const auto& s : it->second)
+      if (std::isfinite(s.loss)) with_loss.push_back(&s);
+    const std::size_t stride = std::max<std::size_t>(1, (with_loss.size() + points - 1) / points);
+    for (std::size_t i = 0; i < with_loss.size(); ++i)
+      if (i % stride == 0 || i + 1 == with_loss.size())
+        values.push_back({{"run", run_name(run) + " " + run.row.label},
+                          {"step", with_loss[i]->step},
+                          {"loss", with_loss[i]->loss}});
+  }
+  if (values.empty()) return {};
+  json spec = {{"title", "Training loss over steps (warm-up included)"},
+               {"width", 720},
+               {"height", 260},
+               {"data", {{"values", values}}},
+               {"mark", {{"type", "line"}, {"strokeWidth", 1}, {"opacity", 0.8}}},
+               {"encoding",
+                {{"x", {{"field", "step"}, {"type", "quantitative"}}},
+                 {"y", {{"field", "loss"}, {"type", "quantitative"}, {"scale", {{"zero", false}}}}},
+                 {"color", {{"field", "run"}, {"type", "nominal"}, {"title", nullptr}}},
+                 {"tooltip", json::array({{{"field", "run"}}, {{"field", "step"}},
+                                          {{"field", "loss"}, {"format", ".5f"}}})}}}};
+  return charts.add(std::move(spec));
+}
+
+std::string evaluation_lines(Charts& charts, const ReportInput& in) {
+  json values = json::array();
+  for (const auto& run : in.runs)
+    for (const auto& e : run.evaluations)
+      if (std::isfinite(e.value))
+        values.push_back({{"run", run_name(run) + " " + run.row.label},
+                          {"step", e.step},
+                          {"metric", e.metric},
+                          {"value", e.value}});
+  if (values.empty()) return {};
+  json spec = {{"title", "Held-out evaluation over steps"},
+               {"data", {{"values", values}}},
+               {"facet", {{"field", "metric"}, {"type", "nominal"}, {"title", nullptr}}},
+               {"columns", 3},
+               {"resolve", {{"scale", {{"y", "independent"}}}}},
+               {"spec",
+                {{"width", 300},
+                 {"height", 200},
+                 {"mark", {{"type", "line"}, {"point", true}}},
+                 {"encoding",
+                  {{"x", {{"field", "step"}, {"type", "quantitative"}}},
+                   {"y", {{"field", "value"}, {"type", "quantitative"}, {"scale", {{"zero", false}}}}},
+                   {"color", {{"field", "run"}, {"type", "nominal"}, {"title", nullptr}}},
+                   {"tooltip", json::array({{{"field", "run"}}, {{"field", "step"}},
+                                            {{"field", "value"}, {"format", ".5f"}}})}}}}}};
+  return charts.add(std::move(spec));
+}
+
+std::string sweep_charts(Charts& charts, const std::vector<TrialGroup>& trials) {
+  std::vector<std::string> experiments;
+  std::map<std::string, std::vector<const TrialGroup*>> by_experiment;
+  for (const TrialGroup& g : trials) {
+    const std::string& name = g.runs.front()->row.experiment;
+    if (!by_experiment.count(name)) experiments.push_back(name);
+    by_experiment[name].push_back(&g);
+  }
+  std::string out;
+  for (const std::string& name : experiments)
+    out += experiment_sweep_charts(charts, name, by_experiment[name]);
+  return out;
+}
+
+std::string history_charts(Charts& charts, const ReportInput& in) {
+  std::map<std::string, std::vector<const HistoryPoint*>> by_config;
+  std::vector<std::string> order;
+  for (const HistoryPoint& p : in.history) {
+    if (!by_config.count(p.config_hash)) order.push_back(p.config_hash);
+    by_config[p.config_hash].push_back(&p);
+  }
+  std::ostringstream out;
+  for (const std::string& hash : order) {
+    const auto& points = by_config[hash];
+    json values = json::array();
+    for (const HistoryPoint* p : points)
+      values.push_back({{"run", "run " + std::to_string(p->run_id)},
+                        {"started", p->started_at},
+                        {"ms", p->headline_ns / 1e6},
+                        {"build", p->build},
+                        {"commit", p->commit}});
+    json spec = {
+        {"title", points.front()->title + ": " + points.front()->headline +
+                      " p50 of every recorded run of this configuration"},
+        {"width", 720},
+        {"height", 200},
+        {"data", {{"values", values}}},
+        {"mark", {{"type", "point"}, {"filled", true}, {"size", 60}}},
+        {"encoding",
+         {{"x", {{"field", "started"}, {"type", "temporal"}, {"title", "started (UTC)"}}},
+          {"y", {{"field", "ms"}, {"type", "quantitative"}, {"title", points.front()->headline + " (ms)"},
+                 {"scale", {{"zero", false}}}}},
+          {"color", {{"field", "build"}, {"type", "nominal"}, {"title", "plugin build"}}},
+          {"tooltip", json::array({{{"field", "run"}}, {{"field", "started"}},
+                                   {{"field", "ms"}, {"format", ".4f"}}, {{"field", "build"}},
+                                   {{"field", "commit"}, {"title", "runner commit"}}})}}}};
+    out << charts.add(std::move(spec));
+  }
+  return out.str();
+}
+
+}  // namespace runner::cli::report
