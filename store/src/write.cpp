@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "runner/common/sha256.hpp"
@@ -35,16 +36,47 @@ std::string random_uuid() {
   return out;
 }
 
-/// INSERT INTO samples (run_id, <sample_columns()>) VALUES (?1, ?2, ...).
-std::string insert_samples_sql() {
-  std::string columns = "run_id";
+/// INSERT INTO table (run_id, <columns>) VALUES (?1, ?2, ...).
+std::string insert_sql(const std::string& table, const std::vector<std::string>& columns) {
+  std::string names = "run_id";
   std::string params = "?1";
   int index = 1;
-  for (const std::string& column : detail::sample_columns()) {
-    columns += ", " + column;
+  for (const std::string& column : columns) {
+    names += ", " + column;
     params += ", ?" + std::to_string(++index);
   }
-  return "INSERT INTO samples (" + columns + ") VALUES (" + params + ")";
+  return "INSERT INTO " + table + " (" + names + ") VALUES (" + params + ")";
+}
+
+/// Binds `values` to ?first, ?first + 1, ...: reals, integers and text by their type.
+template <typename... Values>
+void bind_from(Statement& row, int first, const Values&... values) {
+  int index = first;
+  const auto bind = [&](const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_floating_point_v<T>) {
+      row.bind_real(index++, value);  // NaN -> NULL
+    } else if constexpr (std::is_integral_v<T>) {
+      row.bind_int(index++, value);
+    } else {
+      row.bind_text(index++, value);
+    }
+  };
+  (bind(values), ...);
+}
+
+/// Inserts one row of `table` per item of `items`, run_id first, with one
+/// prepared statement; `bind` binds an item's `columns` from ?2 on.
+template <typename T, typename Bind>
+void insert_rows(sqlite3* db, std::int64_t run_id, const std::string& table,
+                 const std::vector<std::string>& columns, const std::vector<T>& items, Bind bind) {
+  Statement row(db, insert_sql(table, columns));
+  for (const T& item : items) {
+    row.reset();
+    row.bind_int(1, run_id);
+    bind(row, item);
+    row.run();
+  }
 }
 
 }  // namespace
@@ -200,53 +232,40 @@ std::optional<std::int64_t> Store::claim_run(const RunStart& start, const std::s
 void Store::add_plugins(std::int64_t run_id, const std::vector<PluginRecord>& plugins) {
   with_context("cannot record the plugins of run " + std::to_string(run_id), [&] {
     Transaction tx(db_.get());
-    Statement insert(db_.get(),
-                     "INSERT INTO run_plugins (run_id, kind, name, library, version, sha256) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-    for (const PluginRecord& plugin : plugins) {
-      insert.reset();
-      insert.bind_int(1, run_id);
-      insert.bind_text(2, plugin.kind);
-      insert.bind_text(3, plugin.name);
-      insert.bind_text(4, plugin.library);
-      insert.bind_text(5, plugin.version);
-      insert.bind_text(6, plugin.sha256);
-      insert.run();
-    }
+    insert_rows(db_.get(), run_id, "run_plugins", {"kind", "name", "library", "version", "sha256"},
+                plugins, [](Statement& row, const PluginRecord& p) {
+                  bind_from(row, 2, p.kind, p.name, p.library, p.version, p.sha256);
+                });
     tx.commit();
   });
 }
 
 void Store::add_samples(std::int64_t run_id, const std::vector<Sample>& samples) {
   with_context("cannot record the samples of run " + std::to_string(run_id), [&] {
-    static const std::string sql = insert_samples_sql();
     Transaction tx(db_.get());
-    Statement insert(db_.get(), sql);
-    for (const Sample& sample : samples) {
-      // Binds follow sample_columns(), after run_id.
-      insert.reset();
-      insert.bind_int(1, run_id);
-      insert.bind_int(2, sample.step);
-      insert.bind_int(3, sample.warmup ? 1 : 0);
-      insert.bind_duration(4, sample.wall_ns);
-      insert.bind_real(5, sample.loss);  // NaN -> NULL
-      for (std::size_t p = 0; p < kPhaseCount; ++p)
-        insert.bind_duration(detail::kFirstPhaseColumn + 2 + static_cast<int>(p),
-                             sample.phase_ns[p]);
-      constexpr int recipe = detail::kFirstRecipeColumn + 2;
-      insert.bind_real(recipe, sample.lr);
-      insert.bind_real(recipe + 1, sample.grad_norm);
-      insert.bind_real(recipe + 2, sample.loss_scale);
-      if (sample.skipped < 0) {
-        insert.bind_null(recipe + 3);
-      } else {
-        insert.bind_int(recipe + 3, sample.skipped != 0 ? 1 : 0);
-      }
-      insert.bind_duration(recipe + 4, sample.rank_max_ns);
-      insert.bind_duration(recipe + 5, sample.rank_median_ns);
-      insert.bind_int(recipe + 6, sample.profiled ? 1 : 0);
-      insert.run();
-    }
+    // Binds follow sample_columns(), after run_id.
+    insert_rows(db_.get(), run_id, "samples", detail::sample_columns(), samples,
+                [](Statement& row, const Sample& sample) {
+                  row.bind_int(2, sample.step);
+                  row.bind_int(3, sample.warmup ? 1 : 0);
+                  row.bind_duration(4, sample.wall_ns);
+                  row.bind_real(5, sample.loss);  // NaN -> NULL
+                  for (std::size_t p = 0; p < kPhaseCount; ++p)
+                    row.bind_duration(detail::kFirstPhaseColumn + 2 + static_cast<int>(p),
+                                      sample.phase_ns[p]);
+                  constexpr int recipe = detail::kFirstRecipeColumn + 2;
+                  row.bind_real(recipe, sample.lr);
+                  row.bind_real(recipe + 1, sample.grad_norm);
+                  row.bind_real(recipe + 2, sample.loss_scale);
+                  if (sample.skipped < 0) {
+                    row.bind_null(recipe + 3);
+                  } else {
+                    row.bind_int(recipe + 3, sample.skipped != 0 ? 1 : 0);
+                  }
+                  row.bind_duration(recipe + 4, sample.rank_max_ns);
+                  row.bind_duration(recipe + 5, sample.rank_median_ns);
+                  row.bind_int(recipe + 6, sample.profiled ? 1 : 0);
+                });
     tx.commit();
   });
 }
@@ -389,91 +408,34 @@ void Store::finish_run(std::int64_t run_id, RunStatus status, const std::string&
     }
     update.run();
 
-    Statement insert_summary(db_.get(),
-                             "INSERT INTO summaries (run_id, metric, unit, n, mean, stddev, min, "
-                             "p50, p90, p99, max, p5, p95, cv) "
-                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
-    for (const Summary& s : summaries) {
-      insert_summary.reset();
-      insert_summary.bind_int(1, run_id);
-      insert_summary.bind_text(2, s.metric);
-      insert_summary.bind_text(3, s.unit);
-      insert_summary.bind_int(4, s.n);
-      insert_summary.bind_real(5, s.mean);
-      insert_summary.bind_real(6, s.stddev);
-      insert_summary.bind_real(7, s.min);
-      insert_summary.bind_real(8, s.p50);
-      insert_summary.bind_real(9, s.p90);
-      insert_summary.bind_real(10, s.p99);
-      insert_summary.bind_real(11, s.max);
-      insert_summary.bind_real(12, s.p5);
-      insert_summary.bind_real(13, s.p95);
-      insert_summary.bind_real(14, s.cv);
-      insert_summary.run();
-    }
-
-    Statement insert_metric(
-        db_.get(), "INSERT INTO metrics (run_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)");
-    for (const Metric& m : metrics) {
-      insert_metric.reset();
-      insert_metric.bind_int(1, run_id);
-      insert_metric.bind_text(2, m.name);
-      insert_metric.bind_real(3, m.value);
-      insert_metric.bind_text(4, m.unit);
-      insert_metric.run();
-    }
-
-    Statement insert_evaluation(
-        db_.get(), "INSERT INTO evaluations (run_id, step, metric, value) VALUES (?1, ?2, ?3, ?4)");
-    for (const Evaluation& e : evaluations) {
-      insert_evaluation.reset();
-      insert_evaluation.bind_int(1, run_id);
-      insert_evaluation.bind_int(2, e.step);
-      insert_evaluation.bind_text(3, e.metric);
-      insert_evaluation.bind_real(4, e.value);  // NaN -> NULL
-      insert_evaluation.run();
-    }
-
-    Statement insert_file(db_.get(),
-                          "INSERT INTO run_files (run_id, role, path, sha256, bytes, skipped) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-    for (const RunFile& f : files) {
-      insert_file.reset();
-      insert_file.bind_int(1, run_id);
-      insert_file.bind_text(2, f.role);
-      insert_file.bind_text(3, f.path);
-      insert_file.bind_text(4, f.sha256);
-      insert_file.bind_int(5, f.bytes);
-      insert_file.bind_text(6, f.skipped);
-      insert_file.run();
-    }
-
-    Statement insert_attribute(
-        db_.get(), "INSERT INTO run_attributes (run_id, name, value) VALUES (?1, ?2, ?3)");
-    for (const RunAttribute& a : attributes) {
-      insert_attribute.reset();
-      insert_attribute.bind_int(1, run_id);
-      insert_attribute.bind_text(2, a.name);
-      insert_attribute.bind_text(3, a.value);
-      insert_attribute.run();
-    }
-
-    Statement insert_op(db_.get(),
-                        "INSERT INTO run_ops (run_id, name, input_shapes, calls, self_cpu_ns, "
-                        "total_cpu_ns, self_cuda_ns, total_cuda_ns) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
-    for (const OpStat& op : ops) {
-      insert_op.reset();
-      insert_op.bind_int(1, run_id);
-      insert_op.bind_text(2, op.name);
-      insert_op.bind_text(3, op.input_shapes);
-      insert_op.bind_int(4, op.calls);
-      insert_op.bind_int(5, op.self_cpu_ns);
-      insert_op.bind_int(6, op.total_cpu_ns);
-      insert_op.bind_int(7, op.self_cuda_ns);
-      insert_op.bind_int(8, op.total_cuda_ns);
-      insert_op.run();
-    }
+    insert_rows(db_.get(), run_id, "summaries",
+                {"metric", "unit", "n", "mean", "stddev", "min", "p50", "p90", "p99", "max", "p5",
+                 "p95", "cv"},
+                summaries, [](Statement& row, const Summary& s) {
+                  bind_from(row, 2, s.metric, s.unit, s.n, s.mean, s.stddev, s.min, s.p50, s.p90,
+                            s.p99, s.max, s.p5, s.p95, s.cv);
+                });
+    insert_rows(db_.get(), run_id, "metrics", {"name", "value", "unit"}, metrics,
+                [](Statement& row, const Metric& m) {
+                  bind_from(row, 2, m.name, m.value, m.unit);
+                });
+    insert_rows(db_.get(), run_id, "evaluations", {"step", "metric", "value"}, evaluations,
+                [](Statement& row, const Evaluation& e) {
+                  bind_from(row, 2, e.step, e.metric, e.value);  // a NaN value -> NULL
+                });
+    insert_rows(db_.get(), run_id, "run_files", {"role", "path", "sha256", "bytes", "skipped"},
+                files, [](Statement& row, const RunFile& f) {
+                  bind_from(row, 2, f.role, f.path, f.sha256, f.bytes, f.skipped);
+                });
+    insert_rows(db_.get(), run_id, "run_attributes", {"name", "value"}, attributes,
+                [](Statement& row, const RunAttribute& a) { bind_from(row, 2, a.name, a.value); });
+    insert_rows(db_.get(), run_id, "run_ops",
+                {"name", "input_shapes", "calls", "self_cpu_ns", "total_cpu_ns", "self_cuda_ns",
+                 "total_cuda_ns"},
+                ops, [](Statement& row, const OpStat& op) {
+                  bind_from(row, 2, op.name, op.input_shapes, op.calls, op.self_cpu_ns,
+                            op.total_cpu_ns, op.self_cuda_ns, op.total_cuda_ns);
+                });
     tx.commit();
   });
 }
