@@ -34,7 +34,7 @@ class BatchSource {
   [[nodiscard]] bool from_loader() const { return pipeline_ != nullptr; }
   /// The pipeline (from_loader() only).
   [[nodiscard]] const DataPipeline& pipeline() const { return *pipeline_; }
-  /// The fixed batch, to prepare it once for the recipe.
+  /// The fixed batch, to prepare it once for the training setup.
   Batch& fixed() { return fixed_; }
 
   /// The next batch, on the host: the data phase, the time the step waits for it.

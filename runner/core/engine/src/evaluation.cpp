@@ -1,6 +1,6 @@
 #include "evaluation.hpp"
 
-#include "recipe.hpp"
+#include "training_setup.hpp"
 #include "runner/engine/pipeline.hpp"
 
 #include <sys/stat.h>
@@ -57,7 +57,7 @@ Evaluator::Evaluator(const Experiment& experiment, const PluginHost& host, std::
 
 Evaluator::~Evaluator() = default;
 
-std::map<std::string, double> Evaluator::evaluate(Model& model, const Recipe& recipe,
+std::map<std::string, double> Evaluator::evaluate(Model& model, const TrainingSetup& setup,
                                                   std::int64_t step,
                                                   std::vector<store::Evaluation>& out) {
   torch::nn::Module& module = model.module();
@@ -77,8 +77,8 @@ std::map<std::string, double> Evaluator::evaluate(Model& model, const Recipe& re
         batch.inputs = batch.inputs.to(device_);
         if (batch.targets.defined()) batch.targets = batch.targets.to(device_);
       }
-      recipe.prepare_batch(batch);
-      const auto autocast = recipe.autocast();
+      setup.prepare_batch(batch);
+      const auto autocast = setup.autocast();
       const EvalTally tally = model.evaluate(model.forward(batch), batch);
       for (const auto& [metric, sum] : tally.sums) sums[metric] += sum;
       count += tally.count;
@@ -135,7 +135,7 @@ std::vector<store::RunFile> model_files(const Experiment& experiment) {
   return files;
 }
 
-store::RunFile check_outputs(const Experiment& experiment, Model& model, const Recipe& recipe,
+store::RunFile check_outputs(const Experiment& experiment, Model& model, const TrainingSetup& setup,
                              torch::Device device, std::vector<store::Metric>& metrics) {
   const ModelSettings& settings = experiment.model_settings;
   const std::string source = settings.check_against.string();
@@ -156,10 +156,10 @@ store::RunFile check_outputs(const Experiment& experiment, Model& model, const R
   {
     torch::NoGradGuard no_grad;
     Batch batch{input->second.to(device), torch::Tensor(), input->second.size(0)};
-    recipe.prepare_batch(batch);
+    setup.prepare_batch(batch);
     const auto start = std::chrono::steady_clock::now();
     {
-      const auto autocast = recipe.autocast();
+      const auto autocast = setup.autocast();
       output = model.forward(batch);
     }
     output = output.to(torch::kCPU, torch::kDouble);  // waits for a device's kernels

@@ -18,7 +18,7 @@
 
 namespace runner {
 
-class Recipe;
+class TrainingSetup;
 
 /// Evaluates a model on the first `batches` batches of the loader's eval
 /// split, in order (the same samples every time), under no-grad with the
@@ -37,9 +37,9 @@ class Evaluator {
 
   /// Evaluates `model` after `step` optimizer steps; returns the metrics and
   /// appends them to `out` as (step, metric, value).
-  /// The recipe's precision and memory format apply to the held-out batches
+  /// The training setup's precision and memory format apply to the held-out batches
   /// as to the training ones.
-  std::map<std::string, double> evaluate(Model& model, const Recipe& recipe, std::int64_t step,
+  std::map<std::string, double> evaluate(Model& model, const TrainingSetup& setup, std::int64_t step,
                                          std::vector<store::Evaluation>& out);
 
  private:
@@ -63,7 +63,7 @@ store::RunFile load_initial_weights(const Experiment& experiment, Model& model,
 /// experiment was validated: another file is another trial.
 std::vector<store::RunFile> model_files(const Experiment& experiment);
 
-/// [model] check_against: runs `model` (eval mode, no grad, the recipe's
+/// [model] check_against: runs `model` (eval mode, no grad, the training setup's
 /// precision and memory format) on the file's tensor "input" and compares
 /// the result with its tensor "output" before anything is timed. Appends
 /// output_max_abs_error, output_max_rel_error (max |y - ref| / max |ref|)
@@ -71,7 +71,7 @@ std::vector<store::RunFile> model_files(const Experiment& experiment);
 /// (run) when the shapes differ or the relative error exceeds
 /// check_tolerance (NaN never passes): a path that computes something else
 /// is failed, never timed. Returns the file's record (role "check_against").
-store::RunFile check_outputs(const Experiment& experiment, Model& model, const Recipe& recipe,
+store::RunFile check_outputs(const Experiment& experiment, Model& model, const TrainingSetup& setup,
                              torch::Device device, std::vector<store::Metric>& metrics);
 
 /// Writes the model's parameters and buffers (and tied aliases) to

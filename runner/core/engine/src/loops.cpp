@@ -15,24 +15,24 @@
 namespace runner {
 namespace {
 
-// The data and host-to-device phases of a step. The recipe's conversion of
+// The data and host-to-device phases of a step. The training setup's conversion of
 // the inputs (dtype, memory format) happens on the device, in the last phase.
 Batch next_batch(Workload& w, PhaseClock& clock) {
   Batch batch = w.batches->next();
   if (!w.batches->needs_copy()) {
-    if (w.batches->from_loader()) w.recipe->prepare_batch(batch);
+    if (w.batches->from_loader()) w.setup->prepare_batch(batch);
     clock.end_phase(Phase::data);
     return batch;
   }
   clock.end_phase(Phase::data);
   w.batches->copy_to_device(batch);
-  w.recipe->prepare_batch(batch);
+  w.setup->prepare_batch(batch);
   clock.end_phase(Phase::h2d);
   return batch;
 }
 
 // One training step, the same on every rank: per micro-batch data, forward
-// and backward (the phases sum over the micro-batches); then the recipe
+// and backward (the phases sum over the micro-batches); then the training setup
 // (unscale, clip, lr) and the optimizer. Returns the step's loss: the mean
 // over its micro-batches.
 //
@@ -52,7 +52,7 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
     const Batch batch = next_batch(w, clock);
     torch::Tensor loss;
     {
-      const auto autocast = w.recipe->autocast();
+      const auto autocast = w.setup->autocast();
       const torch::Tensor output = w.model->forward(batch);
       loss = w.model->loss(output, batch);
     }
@@ -64,7 +64,7 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
       const bool set_to_none = !(w.sync && w.sync->gradients_are_bucket_views());
       call_plugin(*w.optimizer_plugin, "zero_grad", [&] { optimizer.zero_grad(set_to_none); });
     }
-    torch::Tensor backward_loss = w.recipe->loss_for_backward(loss);
+    torch::Tensor backward_loss = w.setup->loss_for_backward(loss);
     w.gradients_computed = false;
     if (w.sync) w.sync->before_backward(backward_loss, sync);
     backward_loss.backward();
@@ -81,9 +81,9 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step) {
     }
   }
   if (w.sync) w.comm_steps.push_back(w.sync->take_step());
-  if (w.recipe->before_step(step))
+  if (w.setup->before_step(step))
     call_plugin(*w.optimizer_plugin, "step", [&] { optimizer.step(); });
-  w.recipe->after_step();
+  w.setup->after_step();
   w.optimizer->on_step_end(step);
   clock.end_phase(Phase::optimizer);
   return step_loss;  // read with item() after the step's clock stops
@@ -94,7 +94,7 @@ namespace {
 // A held-out evaluation after `steps` steps; the last one's values are also
 // the run's eval_* metrics.
 void evaluate(Workload& w, std::int64_t steps, RunOutcome& out) {
-  const auto means = w.evaluator->evaluate(*w.model, *w.recipe, steps, out.evaluations);
+  const auto means = w.evaluator->evaluate(*w.model, *w.setup, steps, out.evaluations);
   out.metrics.erase(std::remove_if(out.metrics.begin(), out.metrics.end(),
                                    [](const store::Metric& m) { return m.name.starts_with("eval_"); }),
                     out.metrics.end());
@@ -130,10 +130,10 @@ void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   w.model->module().train();
   mark_backward_end(w, clock);
   std::int64_t evaluated_at = -1;
-  // After each recorded step, outside its timing: what the recipe did (a
+  // After each recorded step, outside its timing: what the training setup did (a
   // read of the device), then a held-out evaluation when one is due.
   const std::function<void(std::int64_t)> after_step = [&](std::int64_t done) {
-    if (!out.samples.empty()) w.recipe->record(out.samples.back());
+    if (!out.samples.empty()) w.setup->record(out.samples.back());
     if (!w.evaluator || exp.eval.every <= 0 || done % exp.eval.every != 0) return;
     evaluate(w, done, out);
     evaluated_at = done;
@@ -148,7 +148,7 @@ void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   // interrupted run as well: it may have trained for hours.
   const bool finished = out.status == store::RunStatus::finished;
   if (w.evaluator && finished && done > 0 && evaluated_at != done) evaluate(w, done, out);
-  add_recipe_metrics(out, *w.recipe);
+  add_training_setup_metrics(out, *w.setup);
   if (!exp.train.save_to.empty() && (finished || out.status == store::RunStatus::interrupted))
     out.files.push_back(save_weights(exp.save_path(request.repeat_index), exp, *w.model,
                                      request.repeat_index, done));
@@ -169,7 +169,7 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   run_steps(request, clock, exp.infer.warmup, exp.infer.batches,
             [&](std::int64_t) {
               const Batch batch = next_batch(w, clock);
-              const auto autocast = w.recipe->autocast();
+              const auto autocast = w.setup->autocast();
               (void)w.model->forward(batch);
               clock.end_phase(Phase::forward);
               return torch::Tensor();

@@ -21,7 +21,7 @@ torch::Tensor train_step(Workload& w, PhaseClock& clock, std::int64_t step);
 void mark_backward_end(Workload& w, PhaseClock& clock);
 
 /// The training run of rank 0: warm-up and measured steps, held-out
-/// evaluations, the recipe's figures and the weights saved to train.save_to.
+/// evaluations, the training setup's figures and the weights saved to train.save_to.
 void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOutcome& out);
 
 /// The inference run: forward only, under the experiment's no-grad or

@@ -1,6 +1,6 @@
 // The figures a run derives from its per-step records and its parts
 // (metrics.hpp): the step-time summaries, throughput, communication, the
-// input pipeline, the recipe's gradient norms and loss scale, stragglers.
+// input pipeline, the training setup's gradient norms and loss scale, stragglers.
 #include "metrics.hpp"
 
 #include <algorithm>
@@ -81,7 +81,7 @@ void add_pipeline_metrics(RunOutcome& out, const PipelineStats& stats, std::int6
         {"skipped_samples", static_cast<double>(stats.skipped + skipped_at_start), "count"});
 }
 
-void add_recipe_metrics(RunOutcome& out, const Recipe& recipe) {
+void add_training_setup_metrics(RunOutcome& out, const TrainingSetup& setup) {
   std::vector<double> norms;
   std::int64_t skipped = 0;
   double last_scale = std::nan("");
@@ -91,7 +91,7 @@ void add_recipe_metrics(RunOutcome& out, const Recipe& recipe) {
     if (!std::isnan(s.loss_scale)) last_scale = s.loss_scale;
   }
   if (!norms.empty()) out.summaries.push_back(store::summarize("grad_norm", "", std::move(norms)));
-  if (recipe.scales_loss()) {
+  if (setup.scales_loss()) {
     out.metrics.push_back({"skipped_steps", static_cast<double>(skipped), "count"});
     if (!std::isnan(last_scale)) out.metrics.push_back({"loss_scale_final", last_scale, ""});
   }

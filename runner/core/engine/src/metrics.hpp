@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "recipe.hpp"
+#include "training_setup.hpp"
 #include "runner/engine/engine.hpp"
 #include "runner/engine/pipeline.hpp"
 #include "runner/engine/reducer.hpp"
@@ -39,7 +39,7 @@ void add_pipeline_metrics(RunOutcome& out, const PipelineStats& stats, std::int6
 
 /// Per run, from the per-step records: the distribution of the gradient norm
 /// (clipping), and under amp_fp16 the skipped steps and the last loss scale.
-void add_recipe_metrics(RunOutcome& out, const Recipe& recipe);
+void add_training_setup_metrics(RunOutcome& out, const TrainingSetup& setup);
 
 /// Straggler figures of a data-parallel run from every rank's step times:
 /// per step, the slowest rank's time and the median rank's (in the samples;

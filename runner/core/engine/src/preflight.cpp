@@ -11,7 +11,7 @@
 
 #include "errors.hpp"
 #include "kernel_run.hpp"
-#include "recipe.hpp"
+#include "training_setup.hpp"
 #include "runner/engine/augment.hpp"
 #include "runner/engine/engine.hpp"
 #include "runner/sdk.hpp"
@@ -29,7 +29,7 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
     const RankInfo rank;
     build(w, experiment, host, run_seed(experiment, 0), torch::kCPU, rank);
   }
-  Recipe recipe(experiment, run_device);
+  TrainingSetup setup(experiment, run_device);
   ModelContext model_context;
   model_context.device = run_device;
   model_context.seed = run_seed(experiment, 0);
@@ -52,7 +52,7 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
     } catch (const AugmentError& e) {
       rethrow_at_key(e, experiment);
     }
-    if (experiment.model_settings.channels_last) recipe.check_input_shape(shape);
+    if (experiment.model_settings.channels_last) setup.check_input_shape(shape);
     model_context.input_shape = shape;
     model_context.num_classes = loader->spec().num_classes;
   }
@@ -66,11 +66,11 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
   // The optimizer's view of the run: the run's device and steps, over a
   // stand-in module in the run's dtype (the model is not built for this).
   torch::nn::Linear stand_in(2, 2);
-  recipe.prepare_model(*stand_in);
+  setup.prepare_model(*stand_in);
   const OptimizerContext context =
       make_optimizer_context(*stand_in, experiment.total_train_steps(), run_device);
   const std::unique_ptr<Optimizer> optimizer = make_optimizer_for(experiment, host, context);
-  recipe.attach(*optimizer, context.parameters);
+  setup.attach(*optimizer, context.parameters);
 }
 
 }  // namespace runner

@@ -54,7 +54,7 @@ void run_workload(const RunRequest& request, const RankInfo& rank, torch::Device
       out.attributes.push_back({"model." + key, value});
     // Before anything is timed: a path that computes something else fails here.
     if (!exp.model_settings.check_against.empty())
-      out.files.push_back(check_outputs(exp, *w.model, *w.recipe, device, out.metrics));
+      out.files.push_back(check_outputs(exp, *w.model, *w.setup, device, out.metrics));
     if (exp.eval.enabled) w.evaluator = std::make_unique<Evaluator>(exp, *request.host, seed, device);
     auto clock = make_phase_clock(device_name);
     out.metrics.push_back({"setup_s", seconds_between(run_start, Clock::now()), "s"});

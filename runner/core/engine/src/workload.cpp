@@ -1,6 +1,6 @@
 // Building a run's workload (workload.hpp): each plugin made with its
 // errors reported at the experiment's keys, then the model's weights, the
-// recipe, the optimizer and a data-parallel rank's gradient synchronisation.
+// training setup, the optimizer and a data-parallel rank's gradient synchronisation.
 #include "workload.hpp"
 
 #include <string>
@@ -128,21 +128,21 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
     model_context.input_shape = spec.input_shape;
     model_context.num_classes = spec.num_classes;
   }
-  w.recipe = std::make_unique<Recipe>(exp, device);
-  if (w.loader) w.recipe->check_input_shape(model_context.input_shape);
+  w.setup = std::make_unique<TrainingSetup>(exp, device);
+  if (w.loader) w.setup->check_input_shape(model_context.input_shape);
   w.model = make_model_for(exp, host, model_context);
   if (!exp.model_settings.init_from.empty())  // on the CPU, before the move
     w.init_file = load_initial_weights(exp, *w.model, w.skipped);
   w.model->module().to(device);
-  w.recipe->prepare_model(w.model->module());
+  w.setup->prepare_model(w.model->module());
   w.batch_size = exp.data_settings.batch_size;
   if (!w.loader) {
     Batch example = w.model->example_batch(exp.data_settings.batch_size, device);
     if (example.inputs.defined() && example.inputs.dim() >= 1) {
       const auto sizes = example.inputs.sizes();
-      w.recipe->check_input_shape(std::vector<std::int64_t>(sizes.begin() + 1, sizes.end()));
+      w.setup->check_input_shape(std::vector<std::int64_t>(sizes.begin() + 1, sizes.end()));
     }
-    w.recipe->prepare_batch(example);
+    w.setup->prepare_batch(example);
     w.batches = std::make_unique<BatchSource>(std::move(example), device);
   }
   if (exp.kind == RunKind::train) {
@@ -151,7 +151,7 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
         make_optimizer_context(w.model->module(), exp.total_train_steps(), device);
     w.optimizer = make_optimizer_for(exp, host, optimizer_context);
     w.optimizer_plugin = host.find(PluginKind::optimizer, exp.optimizer->plugin);
-    w.recipe->attach(*w.optimizer, optimizer_context.parameters);
+    w.setup->attach(*w.optimizer, optimizer_context.parameters);
   }
   if (rank.rendezvous != nullptr) build_sync(w, exp, host, rank);
 }

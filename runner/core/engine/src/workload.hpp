@@ -15,7 +15,7 @@
 
 #include "batch_source.hpp"
 #include "evaluation.hpp"
-#include "recipe.hpp"
+#include "training_setup.hpp"
 #include "runner/comm_hook.hpp"
 #include "runner/engine/engine.hpp"
 #include "runner/engine/ranks.hpp"
@@ -55,7 +55,7 @@ struct Workload {
   std::optional<store::RunFile> init_file;
   std::vector<std::string> skipped;
   std::unique_ptr<Evaluator> evaluator;  // [eval], rank 0
-  std::unique_ptr<Recipe> recipe;        // precision, memory format, schedule, clipping
+  std::unique_ptr<TrainingSetup> setup;  // precision, memory format, schedule, clipping
   std::int64_t accumulate = 1;           // micro-batches per optimizer step
 };
 
@@ -78,7 +78,7 @@ std::unique_ptr<Optimizer> make_optimizer_for(const Experiment& exp, const Plugi
 LoaderContext loader_context(const Experiment& exp, std::uint64_t seed, std::int64_t rank,
                              std::int64_t world_size, Split split = Split::train);
 
-/// Builds `w` for `rank` on `device`: loader and its pipeline, recipe, model
+/// Builds `w` for `rank` on `device`: loader and its pipeline, training setup, model
 /// (with its init_from weights), optimizer, and for a data-parallel rank the
 /// process group and gradient synchronisation.
 void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint64_t seed,

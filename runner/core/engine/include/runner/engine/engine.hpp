@@ -98,7 +98,7 @@ void configure_runtime(const Experiment& experiment);
 ///    and every missing, unexpected and mis-shaped name);
 ///  - the optimizer accepts its options for that device (a plugin's
 ///    runner::OptionError, e.g. a fused kernel the device lacks) and can
-///    follow the recipe (momentum for a one-cycle schedule, parameter groups
+///    follow the training setup (momentum for a one-cycle schedule, parameter groups
 ///    that amp_fp16 can unscale), built over a stand-in parameter;
 ///  - model.channels_last has image samples.
 /// Touches LibTorch: call it in a child process (capture_in_child) when the

@@ -1,4 +1,4 @@
-#include "recipe.hpp"
+#include "training_setup.hpp"
 
 #include <c10/core/MemoryFormat.h>
 #include <torch/nn/module.h>
@@ -49,7 +49,7 @@ recipes::ScheduleSpec schedule_spec(const Experiment& experiment) {
 
 }  // namespace
 
-Recipe::Recipe(const Experiment& experiment, torch::Device device)
+TrainingSetup::TrainingSetup(const Experiment& experiment, torch::Device device)
     : experiment_(experiment), device_(device), precision_(precision_of(experiment)) {
   if (experiment.kind != RunKind::train || !experiment.schedule.enabled) return;
   const recipes::ScheduleSpec spec = schedule_spec(experiment);
@@ -58,7 +58,7 @@ Recipe::Recipe(const Experiment& experiment, torch::Device device)
   schedule_.emplace(spec);
 }
 
-void Recipe::check_input_shape(const std::vector<std::int64_t>& sample_shape) const {
+void TrainingSetup::check_input_shape(const std::vector<std::int64_t>& sample_shape) const {
   if (!experiment_.model_settings.channels_last || sample_shape.size() == 3) return;
   throw Error(experiment_.where_of("model.channels_last"),
               "model.channels_last needs image samples [channels, height, width]; the loader's "
@@ -67,7 +67,7 @@ void Recipe::check_input_shape(const std::vector<std::int64_t>& sample_shape) co
               "tensors; remove channels_last for this model");
 }
 
-void Recipe::prepare_model(torch::nn::Module& module) const {
+void TrainingSetup::prepare_model(torch::nn::Module& module) const {
   const c10::ScalarType dtype = recipes::storage_dtype(precision_);
   if (dtype != c10::ScalarType::Float) module.to(dtype);
   if (!experiment_.model_settings.channels_last) return;
@@ -81,7 +81,7 @@ void Recipe::prepare_model(torch::nn::Module& module) const {
   for (auto& buffer : module.buffers()) convert(buffer);
 }
 
-void Recipe::prepare_batch(Batch& batch) const {
+void TrainingSetup::prepare_batch(Batch& batch) const {
   if (!batch.inputs.defined()) return;
   const c10::ScalarType dtype = recipes::storage_dtype(precision_);
   if (dtype != c10::ScalarType::Float && batch.inputs.is_floating_point())
@@ -90,13 +90,13 @@ void Recipe::prepare_batch(Batch& batch) const {
     batch.inputs = batch.inputs.contiguous(c10::MemoryFormat::ChannelsLast);
 }
 
-std::optional<recipes::AutocastGuard> Recipe::autocast() const {
+std::optional<recipes::AutocastGuard> TrainingSetup::autocast() const {
   const auto dtype = recipes::autocast_dtype(precision_);
   if (!dtype) return std::nullopt;
   return std::optional<recipes::AutocastGuard>(std::in_place, device_.type(), *dtype);
 }
 
-void Recipe::attach(Optimizer& optimizer, const std::vector<torch::Tensor>& parameters) {
+void TrainingSetup::attach(Optimizer& optimizer, const std::vector<torch::Tensor>& parameters) {
   optimizer_ = &optimizer;
   parameters_ = parameters;
   torch::optim::Optimizer& inner = optimizer.get();
@@ -131,11 +131,11 @@ void Recipe::attach(Optimizer& optimizer, const std::vector<torch::Tensor>& para
   scaler_ = std::make_unique<recipes::GradScaler>();
 }
 
-torch::Tensor Recipe::loss_for_backward(const torch::Tensor& loss) const {
+torch::Tensor TrainingSetup::loss_for_backward(const torch::Tensor& loss) const {
   return scaler_ ? scaler_->scale(loss) : loss;
 }
 
-bool Recipe::before_step(std::int64_t step) {
+bool TrainingSetup::before_step(std::int64_t step) {
   bool apply = true;
   skipped_ = -1;
   if (scaler_) {
@@ -158,11 +158,11 @@ bool Recipe::before_step(std::int64_t step) {
   return apply;
 }
 
-void Recipe::after_step() {
+void TrainingSetup::after_step() {
   if (scaler_) scaler_->update();
 }
 
-void Recipe::record(store::Sample& sample) const {
+void TrainingSetup::record(store::Sample& sample) const {
   sample.lr = lr_;
   if (grad_norm_.defined()) sample.grad_norm = grad_norm_.item<double>();
   sample.loss_scale = scale_;

@@ -1,4 +1,4 @@
-// The training recipe of a run: what the loops do besides forward, backward
+// The training setup of a run: what the loops do besides forward, backward
 // and the optimizer step, as the experiment chose it. Precision (bf16
 // weights, or autocast with loss scaling for fp16), channels-last memory
 // format, the learning-rate schedule, gradient clipping; and what each step
@@ -25,10 +25,10 @@
 
 namespace runner {
 
-/// The recipe of one run (or of the preflight check, which builds it on the CPU).
-class Recipe {
+/// The training setup of one run (or of the preflight check, which builds it on the CPU).
+class TrainingSetup {
  public:
-  Recipe(const Experiment& experiment, torch::Device device);
+  TrainingSetup(const Experiment& experiment, torch::Device device);
 
   /// Throws runner::Error at model.channels_last when the samples are not
   /// images ([channels, height, width]).
@@ -44,7 +44,7 @@ class Recipe {
   /// Training: takes the optimizer (its groups' lrs are the schedule's base
   /// lrs) and the parameters whose gradients are clipped. Throws
   /// runner::Error (input, at the key responsible) when the optimizer cannot
-  /// follow the recipe: a one-cycle schedule cycling momentum on an optimizer
+  /// follow the training setup: a one-cycle schedule cycling momentum on an optimizer
   /// without one, amp_fp16 with an optimizer whose parameter groups do not
   /// hold the parameters it was given.
   void attach(Optimizer& optimizer, const std::vector<torch::Tensor>& parameters);
@@ -56,7 +56,7 @@ class Recipe {
   bool before_step(std::int64_t step);
   /// After the (possibly skipped) optimizer step: the scaler's update.
   void after_step();
-  /// Fills the recipe's fields of the step's sample; reads device values
+  /// Fills the training setup's fields of the step's sample; reads device values
   /// (call after the step's clock has stopped).
   void record(store::Sample& sample) const;
 
