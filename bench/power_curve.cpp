@@ -3,7 +3,7 @@
 // the synthetic workload of the simulation tests; then the rule of thumb
 // "about 30 x (CV / effect)^2 runs per side" checked where it predicts 30.
 // Prints the table of docs/method.md "How many repetitions" (about 16,000
-// comparisons; a minute or two on one core). Deterministic: every trial is seeded.
+// comparisons; about 30 s on one core). Deterministic: every trial is seeded.
 #include <cstdio>
 
 #include "runner/store/simulation.hpp"
