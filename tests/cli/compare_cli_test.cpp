@@ -140,10 +140,10 @@ TEST_F(CompareCliTest, CompareAndReportGiveTheSameIntervalForTheSameSides) {
     const auto open = row.find('['), close = row.find(']');
     ASSERT_NE(open, std::string::npos) << table.out;
     const std::string interval = row.substr(open, close + 1 - open);
-    EXPECT_NE(page.find("<tr><td>" + metric + "</td>"), std::string::npos) << metric;
-    EXPECT_NE(page.find("<td class=\"num\">" + interval + "</td>", page.find("<tr><td>" + metric + "</td>")),
-              std::string::npos)
-        << metric << " " << interval;
+    const auto in_table = page.find("<tr><td>" + metric + "</td>");
+    ASSERT_NE(in_table, std::string::npos) << metric;
+    const auto cell = page.find("<td class=\"num\">" + interval + "</td>", in_table);
+    EXPECT_EQ(cell, page.find("<td class=\"num\">[", in_table)) << metric << " " << interval;
     ++compared;
   }
   EXPECT_EQ(compared, 3);

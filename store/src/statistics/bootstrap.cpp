@@ -134,7 +134,8 @@ RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::ve
   return r;
 }
 
-MedianInterval bootstrap_median(const std::vector<double>& values, const BootstrapOptions& options) {
+MedianInterval bootstrap_median(const std::vector<double>& values,
+                                const BootstrapOptions& options) {
   detail::require_values(values, "the sample");
   require_options(options);
   require_size(values);
