@@ -27,6 +27,7 @@ std::string esc(std::string_view text);
 std::string script_json(const json& value);
 // A number cell: shown formatted, sorted by its value.
 std::string num_cell(const std::optional<double>& value, const std::string& shown);
+// The status as a coloured badge.
 std::string status_badge(store::RunStatus status);
 // "run 12".
 std::string run_name(const store::RunDetail& run);
@@ -76,7 +77,9 @@ std::string history_charts(Charts& charts, const ReportInput& in);
 
 // --- tables (report_tables.cpp) ------------------------------------------------------
 
+// A row per trial: runs, medians of the headline, throughput, memory, loss, accuracy.
 std::string summary_table(const ReportInput& in, const std::vector<TrialGroup>& trials);
+// A row per selected run, failed and interrupted ones included.
 std::string runs_table(const ReportInput& in);
 // The comparison of the two sides: environment, schedule warning, forest plot, verdicts.
 std::string comparison_section(Charts& charts, const ReportInput& in);
