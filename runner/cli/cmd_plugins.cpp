@@ -22,6 +22,11 @@ std::string constraints_of(const OptionSpec& spec) {
   else if (spec.min) parts.push_back(">= " + number(*spec.min));
   else if (spec.max) parts.push_back("<= " + number(*spec.max));
   if (!spec.choices.empty()) parts.push_back(join(spec.choices, "|"));
+  if (!spec.integer_choices.empty()) {
+    std::vector<std::string> allowed;
+    for (const std::int64_t choice : spec.integer_choices) allowed.push_back(std::to_string(choice));
+    parts.push_back(join(allowed, "|"));
+  }
   if (spec.max_items && *spec.max_items == spec.min_items)
     parts.push_back(std::to_string(spec.min_items) + " items");
   else if (spec.max_items)

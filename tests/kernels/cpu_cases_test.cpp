@@ -41,8 +41,8 @@ struct Registered {
 // Records add_kernel; any other kind is a mistake of this library.
 class RecordingRegistrar final : public runner::Registrar {
  public:
-  void add_model(std::string name, std::string, runner::OptionSchema,
-                 runner::ModelFactory) override {
+  void add_model(std::string name, std::string, runner::OptionSchema, runner::ModelFactory,
+                 runner::ModelDataCheck) override {
     throw std::logic_error("unexpected model " + name);
   }
   void add_optimizer(std::string name, std::string, runner::OptionSchema,

@@ -191,15 +191,19 @@ TEST(ResNet, BadShapesAndOptionsAreClearErrors) {
   host.load(kBuiltins);
   const std::string library = host.library_of(runner::PluginKind::model, "resnet").path;
   const std::string prefix = "model plugin 'resnet' (" + library + ") failed: ";
+  // Options that do not fit name the option (also checked before any run).
+  const auto refused = [&](const std::string& option) {
+    return "model plugin 'resnet' (" + library + ") refused option '" + option + "': ";
+  };
   runner::ModelContext grey = images(32, 10);
   grey.input_shape = {1, 32, 32};
   EXPECT_THROW_MSG((void)make_resnet(host, 18, "cifar", grey), runner::Error,
                    prefix + "needs RGB image samples [3, height, width]; set the loader's "
                             "shape, e.g. shape = [3, 32, 32]");
   EXPECT_THROW_MSG((void)make_resnet(host, 20, "cifar", images(32, 10)), runner::Error,
-                   prefix + "depth must be 18, 34, 50, 101 or 152, not 20");
+                   refused("depth") + "depth must be 18, 34, 50, 101 or 152, not 20");
   EXPECT_THROW_MSG((void)make_resnet(host, 18, "cifar", images(32, 10), 5), runner::Error,
-                   prefix + "num_classes = 5 is fewer than the loader's 10 classes; raise it or "
+                   refused("num_classes") + "num_classes = 5 is fewer than the loader's 10 classes; raise it or "
                             "leave it at 0 (the loader's)");
 }
 

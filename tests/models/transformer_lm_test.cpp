@@ -65,6 +65,10 @@ class TransformerLm : public ::testing::Test {
   std::string prefix() const {
     return "model plugin 'transformer_lm' (" + library() + ") failed: ";
   }
+  // An option that does not fit (also checked before any run) names the option.
+  std::string refused(const std::string& option) const {
+    return "model plugin 'transformer_lm' (" + library() + ") refused option '" + option + "': ";
+  }
   runner::PluginHost host_;
 };
 
@@ -269,34 +273,34 @@ TEST_F(TransformerLm, BadOptionsAndInputsAreClearErrors) {
                                {"kv_heads", std::int64_t{3}}},
                               tokens(16, 50)),
                    runner::Error,
-                   p + "kv_heads = 3 does not divide heads = 4; each key/value head serves "
+                   refused("kv_heads") + "kv_heads = 3 does not divide heads = 4; each key/value head serves "
                        "heads / kv_heads query heads, so pick a divisor of heads (0 = heads)");
   EXPECT_THROW_MSG((void)make({{"flavour", std::string("gpt2")}, {"heads", std::int64_t{4}},
                                {"kv_heads", std::int64_t{2}}},
                               tokens(16, 50)),
                    runner::Error,
-                   p + "kv_heads = 2 asks for grouped-query attention, which only the llama "
+                   refused("kv_heads") + "kv_heads = 2 asks for grouped-query attention, which only the llama "
                        "flavour has; for gpt2 leave kv_heads at 0 (one key/value head per head)");
   EXPECT_THROW_MSG((void)make({{"width", std::int64_t{100}}, {"heads", std::int64_t{8}}},
                               tokens(16, 50)),
                    runner::Error,
-                   p + "width = 100 is not divisible by heads = 8; each head takes width / heads "
+                   refused("width") + "width = 100 is not divisible by heads = 8; each head takes width / heads "
                        "dimensions, so make width a multiple of heads");
   EXPECT_THROW_MSG((void)make({{"max_seq_len", std::int64_t{128}}}, tokens(256, 50)),
                    runner::Error,
-                   p + "seq_len = 256 is longer than max_seq_len = 128 (the positions the model "
+                   refused("max_seq_len") + "seq_len = 256 is longer than max_seq_len = 128 (the positions the model "
                        "has); raise max_seq_len or shorten the sequences");
   EXPECT_THROW_MSG((void)make({{"flavour", llama}, {"width", std::int64_t{36}},
                                {"heads", std::int64_t{4}}},
                               tokens(16, 50)),
                    runner::Error,
-                   p + "rotary position embeddings need an even head dimension, but width / "
+                   refused("width") + "rotary position embeddings need an even head dimension, but width / "
                        "heads = 36 / 4 = 9; change width or heads");
   EXPECT_THROW_MSG((void)make({{"vocab", std::int64_t{40}}}, tokens(16, 50)), runner::Error,
-                   p + "vocab = 40 is smaller than the loader's 50 tokens; raise it or leave it "
+                   refused("vocab") + "vocab = 40 is smaller than the loader's 50 tokens; raise it or leave it "
                        "at 0 (the loader's)");
   EXPECT_THROW_MSG((void)make({{"seq_len", std::int64_t{32}}}, tokens(16, 50)), runner::Error,
-                   p + "seq_len = 32 differs from the loader's sequences of 16 tokens; leave it "
+                   refused("seq_len") + "seq_len = 32 differs from the loader's sequences of 16 tokens; leave it "
                        "at 0 (the loader's) or change the loader's");
   runner::ModelContext images = tokens(0, 10);
   images.input_shape = {3, 32, 32};
@@ -304,11 +308,11 @@ TEST_F(TransformerLm, BadOptionsAndInputsAreClearErrors) {
                    p + "needs token sequences from the loader (input_shape [seq_len]), but it "
                        "declares [3, 32, 32]; use a token loader such as synthetic_tokens");
   EXPECT_THROW_MSG((void)make({}, runner::ModelContext{}), runner::Error,
-                   p + "the vocabulary size is unknown: set vocab, or use a loader that "
+                   refused("vocab") + "the vocabulary size is unknown: set vocab, or use a loader that "
                        "declares it (as num_classes), such as synthetic_tokens");
   EXPECT_THROW_MSG((void)make({{"vocab", std::int64_t{50}}}, runner::ModelContext{}),
                    runner::Error,
-                   p + "the sequence length is unknown: set seq_len, or use a loader of token "
+                   refused("seq_len") + "the sequence length is unknown: set seq_len, or use a loader of token "
                        "sequences (input_shape [seq_len]), such as synthetic_tokens");
 
   // Forward refuses what is not a batch of token ids (the plugin's message,

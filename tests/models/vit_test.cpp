@@ -241,6 +241,10 @@ TEST(Vit, ImagesOfTheWrongShapeAndBadOptionsAreClearErrors) {
   host.load(kBuiltins);
   const std::string library = host.library_of(runner::PluginKind::model, "vit").path;
   const std::string prefix = "model plugin 'vit' (" + library + ") failed: ";
+  // Options that do not fit the data name the option (also checked before any run).
+  const auto refused = [&](const std::string& option) {
+    return "model plugin 'vit' (" + library + ") refused option '" + option + "': ";
+  };
   runner::ModelContext grey = images(32, 32, 10);
   grey.input_shape = {1, 32, 32};
   EXPECT_THROW_MSG((void)make_vit(host, "ti", 8, grey), runner::Error,
@@ -250,13 +254,13 @@ TEST(Vit, ImagesOfTheWrongShapeAndBadOptionsAreClearErrors) {
                    prefix + "needs square images; the loader's are 32x48 (height x width): "
                             "set the loader's shape to [3, S, S]");
   EXPECT_THROW_MSG((void)make_vit(host, "ti", 16, images(40, 40, 10)), runner::Error,
-                   prefix + "image size 40 is not divisible by patch_size = 16; choose a patch "
+                   refused("patch_size") + "image size 40 is not divisible by patch_size = 16; choose a patch "
                             "size that divides it or resize the loader's images");
   EXPECT_THROW_MSG((void)make_vit(host, "ti", 8, images(32, 32, 10), 5), runner::Error,
-                   prefix + "num_classes = 5 is fewer than the loader's 10 classes; raise it or "
+                   refused("num_classes") + "num_classes = 5 is fewer than the loader's 10 classes; raise it or "
                             "leave it at 0 (the loader's)");
   EXPECT_THROW_MSG((void)make_vit(host, "ti", 16, images(32, 32, 10), 0, 224), runner::Error,
-                   prefix + "image_size = 224 differs from the loader's 32x32 images; leave it "
+                   refused("image_size") + "image_size = 224 differs from the loader's 32x32 images; leave it "
                             "at 0 (the loader's) or set the loader's shape to [3, 224, 224]");
   // The loader's own size, spelt out, is accepted.
   EXPECT_NO_THROW((void)make_vit(host, "ti", 16, images(32, 32, 10), 0, 32));

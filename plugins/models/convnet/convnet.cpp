@@ -22,15 +22,23 @@ struct ConvNetOptions {
   double dropout = 0.0;
 };
 
+// The model's rules over the data: the data check (before any run) and the
+// constructor both call it, so the rule is written once.
+void check_samples(const ConvNetOptions&, const runner::ModelContext& context) {
+  runner::ClassificationModel::check_data(context);
+  const std::vector<std::int64_t>& shape = context.input_shape;
+  if (shape.size() != 3 || shape[1] < 4 || shape[2] < 4)
+    throw std::invalid_argument(
+        "needs image samples [channels, height, width] of at least 4x4; set the loader's "
+        "shape, e.g. shape = [3, 32, 32]");
+}
+
 class ConvNet final : public runner::ClassificationModel {
  public:
   ConvNet(const ConvNetOptions& o, const runner::ModelContext& context)
       : ClassificationModel(context) {
+    check_samples(o, context);
     const std::vector<std::int64_t>& shape = input_shape();
-    if (shape.size() != 3 || shape[1] < 4 || shape[2] < 4)
-      throw std::invalid_argument(
-          "needs image samples [channels, height, width] of at least 4x4; set the loader's "
-          "shape, e.g. shape = [3, 32, 32]");
     std::int64_t channels = shape[0], height = shape[1], width = shape[2];
     for (const std::int64_t out : o.channels) {
       features_->push_back(torch::nn::Conv2d(
@@ -71,7 +79,8 @@ void register_plugins(runner::Registrar& registrar) {
   registrar.add_model("convnet", "two conv blocks and a linear head, for image samples", options,
                       [](const ConvNetOptions& o, const runner::ModelContext& context) {
                         return std::make_unique<ConvNet>(o, context);
-                      });
+                      },
+                      check_samples);
 }
 
 }  // namespace

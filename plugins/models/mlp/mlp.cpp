@@ -65,6 +65,9 @@ void register_plugins(runner::Registrar& registrar) {
   registrar.add_model("mlp", "multi-layer perceptron classifier over flattened inputs", options,
                       [](const MlpOptions& o, const runner::ModelContext& ctx) {
                         return std::make_unique<Mlp>(o, ctx);
+                      },
+                      [](const MlpOptions&, const runner::ModelContext& ctx) {
+                        runner::ClassificationModel::check_data(ctx);
                       });
 }
 

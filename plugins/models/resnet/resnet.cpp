@@ -149,35 +149,34 @@ Layout layout_of(std::int64_t depth) {
     case 101: return {true, {3, 4, 23, 3}};
     case 152: return {true, {3, 8, 36, 3}};
     default:
-      throw std::invalid_argument("depth must be 18, 34, 50, 101 or 152, not " +
-                                  std::to_string(depth));
+      // The option's choices are checked by the host; this is for direct callers.
+      throw runner::OptionError("depth", "depth must be 18, 34, 50, 101 or 152, not " +
+                                             std::to_string(depth));
   }
 }
 
-runner::ModelContext with_classes(runner::ModelContext context, std::int64_t num_classes) {
-  if (num_classes != 0) {
-    if (context.num_classes > num_classes)
-      throw std::invalid_argument("num_classes = " + std::to_string(num_classes) +
-                                  " is fewer than the loader's " +
-                                  std::to_string(context.num_classes) +
-                                  " classes; raise it or leave it at 0 (the loader's)");
-    context.num_classes = num_classes;
-  }
+/// The context the model is built for: the head's classes, checked against
+/// the loader's, and RGB image samples. The model's data check and its
+/// constructor both call it.
+runner::ModelContext checked_context(const ResNetOptions& o, runner::ModelContext context) {
+  context = runner::ClassificationModel::with_classes(std::move(context), o.num_classes);
+  runner::ClassificationModel::check_data(context);
+  const std::vector<std::int64_t>& shape = context.input_shape;
+  if (shape.size() != 3 || shape[0] != 3)
+    throw std::invalid_argument(
+        "needs RGB image samples [3, height, width]; set the loader's shape, e.g. shape = "
+        "[3, 32, 32]");
   return context;
 }
 
 class ResNet final : public runner::ClassificationModel {
  public:
   ResNet(const ResNetOptions& o, const runner::ModelContext& context)
-      : ClassificationModel(with_classes(context, o.num_classes)),
+      : ClassificationModel(checked_context(o, context)),
         cifar_(o.stem == "cifar"),
         checkpoint_{o.checkpoint, o.checkpoint_every} {
     const Layout layout = layout_of(o.depth);
     const std::vector<std::int64_t>& shape = input_shape();
-    if (shape.size() != 3 || shape[0] != 3)
-      throw std::invalid_argument(
-          "needs RGB image samples [3, height, width]; set the loader's shape, e.g. shape = "
-          "[3, 32, 32]");
     FlopCount flops(shape[1], shape[2]);
     if (cifar_) {
       conv1_ = register_module("conv1", conv(3, 64, 3, 1));
@@ -250,7 +249,7 @@ class ResNet final : public runner::ClassificationModel {
 void register_plugins(runner::Registrar& registrar) {
   runner::OptionBinder<ResNetOptions> options;
   options.field("depth", &ResNetOptions::depth, "layers: 18, 34 (basic blocks), 50, 101, 152 (bottleneck)")
-      .range(18, 152);
+      .one_of_integers({18, 34, 50, 101, 152});
   options.field("num_classes", &ResNetOptions::num_classes,
                 "outputs of the head; 0 = the loader's classes (1000 for torchvision's ImageNet weights)")
       .range(0, 1 << 20);
@@ -264,6 +263,9 @@ void register_plugins(runner::Registrar& registrar) {
   registrar.add_model("resnet", "ResNet 18/34/50/101/152 in torchvision's layout", options,
                       [](const ResNetOptions& o, const runner::ModelContext& context) {
                         return std::make_unique<ResNet>(o, context);
+                      },
+                      [](const ResNetOptions& o, const runner::ModelContext& context) {
+                        (void)checked_context(o, context);
                       });
 }
 

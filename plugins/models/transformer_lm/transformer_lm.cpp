@@ -33,11 +33,56 @@ std::string shape_of(const std::vector<std::int64_t>& shape) {
 
 std::string str(std::int64_t n) { return std::to_string(n); }
 
+void check_positions(std::int64_t seq_len, std::int64_t max_seq_len) {
+  if (seq_len > max_seq_len)
+    throw runner::OptionError("max_seq_len", "seq_len = " + str(seq_len) +
+                                                 " is longer than max_seq_len = " +
+                                                 str(max_seq_len) +
+                                                 " (the positions the model has); raise "
+                                                 "max_seq_len or shorten the sequences");
+}
+
 }  // namespace
 
-LmConfig resolve(const LmOptions& o, const runner::ModelContext& context) {
+void check_options(const LmOptions& o) {
   if (o.flavour != "gpt2" && o.flavour != "llama")
-    throw std::invalid_argument("flavour must be \"gpt2\" or \"llama\", not \"" + o.flavour + "\"");
+    throw runner::OptionError("flavour",
+                              "flavour must be \"gpt2\" or \"llama\", not \"" + o.flavour + "\"");
+  if (o.width % o.heads != 0)
+    throw runner::OptionError("width", "width = " + str(o.width) + " is not divisible by heads = " +
+                                           str(o.heads) +
+                                           "; each head takes width / heads dimensions, so make "
+                                           "width a multiple of heads");
+  if (o.flavour == "gpt2") {
+    if (o.kv_heads != 0 && o.kv_heads != o.heads)
+      throw runner::OptionError(
+          "kv_heads", "kv_heads = " + str(o.kv_heads) +
+                          " asks for grouped-query attention, which only the llama flavour has; "
+                          "for gpt2 leave kv_heads at 0 (one key/value head per head)");
+  } else {
+    const std::int64_t kv_heads = o.kv_heads == 0 ? o.heads : o.kv_heads;
+    if (o.heads % kv_heads != 0)
+      throw runner::OptionError("kv_heads", "kv_heads = " + str(kv_heads) +
+                                                " does not divide heads = " + str(o.heads) +
+                                                "; each key/value head serves heads / kv_heads "
+                                                "query heads, so pick a divisor of heads (0 = "
+                                                "heads)");
+    if ((o.width / o.heads) % 2 != 0)
+      throw runner::OptionError(
+          "width", "rotary position embeddings need an even head dimension, but width / heads = " +
+                       str(o.width) + " / " + str(o.heads) + " = " + str(o.width / o.heads) +
+                       "; change width or heads");
+    if (!o.activation_op.empty())
+      throw runner::OptionError(
+          "activation_op", "the llama flavour's MLP is SwiGLU (silu(gate_proj(x)) * up_proj(x), "
+                           "no bias): it has no GELU for activation_op = \"" +
+                               o.activation_op + "\" to replace; leave activation_op empty");
+  }
+  if (o.seq_len != 0 && o.max_seq_len != 0) check_positions(o.seq_len, o.max_seq_len);
+}
+
+LmConfig resolve(const LmOptions& o, const runner::ModelContext& context) {
+  check_options(o);
   if (context.input_shape.size() > 1)
     throw std::invalid_argument(
         "needs token sequences from the loader (input_shape [seq_len]), but it declares " +
@@ -48,67 +93,47 @@ LmConfig resolve(const LmOptions& o, const runner::ModelContext& context) {
   const std::int64_t loader_vocab = context.num_classes;
   if (o.vocab == 0) {
     if (loader_vocab < 2)
-      throw std::invalid_argument(
+      throw runner::OptionError(
+          "vocab",
           "the vocabulary size is unknown: set vocab, or use a loader that declares it (as "
           "num_classes), such as synthetic_tokens");
     c.vocab = loader_vocab;
   } else {
     if (o.vocab < loader_vocab)
-      throw std::invalid_argument("vocab = " + str(o.vocab) + " is smaller than the loader's " +
-                                  str(loader_vocab) +
-                                  " tokens; raise it or leave it at 0 (the loader's)");
+      throw runner::OptionError("vocab", "vocab = " + str(o.vocab) +
+                                             " is smaller than the loader's " + str(loader_vocab) +
+                                             " tokens; raise it or leave it at 0 (the loader's)");
     c.vocab = o.vocab;
   }
 
   const std::int64_t loader_seq = context.input_shape.empty() ? 0 : context.input_shape[0];
   if (o.seq_len == 0) {
     if (loader_seq == 0)
-      throw std::invalid_argument(
+      throw runner::OptionError(
+          "seq_len",
           "the sequence length is unknown: set seq_len, or use a loader of token sequences "
           "(input_shape [seq_len]), such as synthetic_tokens");
     c.seq_len = loader_seq;
   } else {
     if (loader_seq != 0 && o.seq_len != loader_seq)
-      throw std::invalid_argument("seq_len = " + str(o.seq_len) +
-                                  " differs from the loader's sequences of " + str(loader_seq) +
-                                  " tokens; leave it at 0 (the loader's) or change the loader's");
+      throw runner::OptionError("seq_len", "seq_len = " + str(o.seq_len) +
+                                               " differs from the loader's sequences of " +
+                                               str(loader_seq) +
+                                               " tokens; leave it at 0 (the loader's) or change "
+                                               "the loader's");
     c.seq_len = o.seq_len;
   }
   c.max_seq_len = o.max_seq_len == 0 ? c.seq_len : o.max_seq_len;
-  if (c.seq_len > c.max_seq_len)
-    throw std::invalid_argument("seq_len = " + str(c.seq_len) + " is longer than max_seq_len = " +
-                                str(c.max_seq_len) +
-                                " (the positions the model has); raise max_seq_len or shorten "
-                                "the sequences");
+  check_positions(c.seq_len, c.max_seq_len);
 
   c.width = o.width;
   c.depth = o.depth;
   c.heads = o.heads;
-  if (c.width % c.heads != 0)
-    throw std::invalid_argument("width = " + str(c.width) + " is not divisible by heads = " +
-                                str(c.heads) +
-                                "; each head takes width / heads dimensions, so make width a "
-                                "multiple of heads");
   if (!c.llama) {
-    if (o.kv_heads != 0 && o.kv_heads != o.heads)
-      throw std::invalid_argument(
-          "kv_heads = " + str(o.kv_heads) +
-          " asks for grouped-query attention, which only the llama flavour has; for gpt2 leave "
-          "kv_heads at 0 (one key/value head per head)");
     c.kv_heads = c.heads;
     c.mlp_hidden = o.mlp_hidden == 0 ? 4 * c.width : o.mlp_hidden;
   } else {
     c.kv_heads = o.kv_heads == 0 ? c.heads : o.kv_heads;
-    if (c.heads % c.kv_heads != 0)
-      throw std::invalid_argument("kv_heads = " + str(c.kv_heads) + " does not divide heads = " +
-                                  str(c.heads) +
-                                  "; each key/value head serves heads / kv_heads query heads, "
-                                  "so pick a divisor of heads (0 = heads)");
-    if (c.head_dim() % 2 != 0)
-      throw std::invalid_argument(
-          "rotary position embeddings need an even head dimension, but width / heads = " +
-          str(c.width) + " / " + str(c.heads) + " = " + str(c.head_dim()) +
-          "; change width or heads");
     // Meta's Llama: two thirds of 4 x width, rounded up to a multiple of multiple_of.
     const std::int64_t two_thirds = 8 * c.width / 3;
     c.mlp_hidden = o.mlp_hidden != 0
@@ -121,11 +146,6 @@ LmConfig resolve(const LmOptions& o, const runner::ModelContext& context) {
   c.checkpoint = {o.checkpoint, o.checkpoint_every};
   namespace ops = runner_model_ops;
   if (c.llama) {
-    if (!o.activation_op.empty())
-      throw runner::OptionError(
-          "activation_op", "the llama flavour's MLP is SwiGLU (silu(gate_proj(x)) * up_proj(x), "
-                           "no bias): it has no GELU for activation_op = \"" +
-                               o.activation_op + "\" to replace; leave activation_op empty");
     c.ops.rmsnorm = ops::find_op("norm_op", o.norm_op, ops::kRmsNorm, context);
   } else {
     c.ops.layernorm = ops::find_op("norm_op", o.norm_op, ops::kLayerNorm, context);
@@ -241,6 +261,7 @@ void register_plugins(runner::Registrar& registrar) {
       .range(0.0, 0.99);
   runner::add_checkpoint_options(options, &O::checkpoint, &O::checkpoint_every,
                                  "transformer block");
+  options.check(check_options);
   options
       .field("norm_op", &O::norm_op,
              "custom op for every norm, \"namespace::name\" from a loaded kernel plugin: gpt2 "
@@ -254,9 +275,13 @@ void register_plugins(runner::Registrar& registrar) {
   registrar.add_model("transformer_lm",
                       "decoder-only causal language model: gpt2 (nanoGPT's names) or llama "
                       "(Hugging Face's LlamaForCausalLM names)",
-                      options, [](const O& o, const runner::ModelContext& context) {
+                      options,
+                      [](const O& o, const runner::ModelContext& context) {
                         const LmConfig config = resolve(o, context);
                         return config.llama ? make_llama(config) : make_gpt2(config);
+                      },
+                      [](const O& o, const runner::ModelContext& context) {
+                        (void)resolve(o, context);
                       });
 }
 

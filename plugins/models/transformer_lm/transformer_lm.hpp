@@ -70,9 +70,17 @@ struct LmConfig {
   [[nodiscard]] std::int64_t head_dim() const { return width / heads; }
 };
 
-/// Fills the derived sizes from the loader's data (context) and checks the
-/// combination; throws std::invalid_argument saying what to change, or
-/// runner::OptionError for a norm_op or activation_op the model cannot call.
+/// The rules over the options alone (width divisible by heads, kv_heads,
+/// rotary's even head dimension, seq_len <= max_seq_len when both are set):
+/// throws runner::OptionError naming the option to change. Needs no LibTorch
+/// and no data, so the host checks every trial with it before any run.
+void check_options(const LmOptions& options);
+
+/// check_options(), then fills the derived sizes from the loader's data
+/// (context) and checks them: runner::OptionError for an option that does
+/// not fit the data (vocab, seq_len, max_seq_len) or a norm_op or
+/// activation_op the model cannot call, std::invalid_argument for data that
+/// are not token sequences. The model's data check and its factory call it.
 LmConfig resolve(const LmOptions& options, const runner::ModelContext& context);
 
 /// Forward FLOPs of one sequence of seq_len tokens, counted as

@@ -81,7 +81,8 @@ Size size_of(const std::string& config) {
   if (config == "b") return {768, 12, 12, 3072};
   if (config == "l") return {1024, 24, 16, 4096};
   // The option's choices are checked by the host; this is for direct callers.
-  throw std::invalid_argument("config must be \"ti\", \"s\", \"b\" or \"l\", not \"" + config + "\"");
+  throw runner::OptionError("config",
+                            "config must be \"ti\", \"s\", \"b\" or \"l\", not \"" + config + "\"");
 }
 
 // torch.nn.init.trunc_normal_ (absent from LibTorch): a normal(mean, std)
@@ -216,16 +217,18 @@ class Encoder : public torch::nn::Module {
   torch::nn::LayerNorm ln_{nullptr};
 };
 
-runner::ModelContext with_classes(runner::ModelContext context, std::int64_t num_classes) {
-  if (num_classes != 0) {
-    if (context.num_classes > num_classes)
-      throw std::invalid_argument("num_classes = " + std::to_string(num_classes) +
-                                  " is fewer than the loader's " +
-                                  std::to_string(context.num_classes) +
-                                  " classes; raise it or leave it at 0 (the loader's)");
-    context.num_classes = num_classes;
-  }
-  return context;
+void check_patch(std::int64_t side, std::int64_t patch_size) {
+  if (side % patch_size != 0)
+    throw runner::OptionError("patch_size", "image size " + std::to_string(side) +
+                                                " is not divisible by patch_size = " +
+                                                std::to_string(patch_size) +
+                                                "; choose a patch size that divides it or "
+                                                "resize the loader's images");
+}
+
+/// The rules over the options alone: a given image_size fits whole patches.
+void check_options(const VitOptions& o) {
+  if (o.image_size != 0) check_patch(o.image_size, o.patch_size);
 }
 
 /// The side of the loader's square RGB images, checked against the options.
@@ -240,18 +243,30 @@ std::int64_t image_side(const std::vector<std::int64_t>& shape, const VitOptions
                                 std::to_string(height) + "x" + std::to_string(width) +
                                 " (height x width): set the loader's shape to [3, S, S]");
   if (o.image_size != 0 && o.image_size != height)
-    throw std::invalid_argument(
+    throw runner::OptionError(
+        "image_size",
         "image_size = " + std::to_string(o.image_size) + " differs from the loader's " +
-        std::to_string(height) + "x" + std::to_string(height) +
-        " images; leave it at 0 (the loader's) or set the loader's shape to [3, " +
-        std::to_string(o.image_size) + ", " + std::to_string(o.image_size) + "]");
-  if (height % o.patch_size != 0)
-    throw std::invalid_argument("image size " + std::to_string(height) +
-                                " is not divisible by patch_size = " +
-                                std::to_string(o.patch_size) +
-                                "; choose a patch size that divides it or resize the loader's "
-                                "images");
+            std::to_string(height) + "x" + std::to_string(height) +
+            " images; leave it at 0 (the loader's) or set the loader's shape to [3, " +
+            std::to_string(o.image_size) + ", " + std::to_string(o.image_size) + "]");
+  check_patch(height, o.patch_size);
   return height;
+}
+
+/// The ops the options name, looked up and checked against the run.
+VitOps find_ops(const VitOptions& o, const runner::ModelContext& context) {
+  namespace ops = runner_model_ops;
+  return {ops::find_op("norm_op", o.norm_op, ops::kLayerNorm, context),
+          ops::find_op("activation_op", o.activation_op, ops::kBiasGelu, context)};
+}
+
+/// What the constructor checks, without building: the model's data check.
+void check_loader_data(const VitOptions& o, const runner::ModelContext& context) {
+  const runner::ModelContext classes =
+      runner::ClassificationModel::with_classes(context, o.num_classes);
+  runner::ClassificationModel::check_data(classes);
+  (void)image_side(classes.input_shape, o);
+  (void)find_ops(o, context);
 }
 
 class VisionTransformer final : public runner::ClassificationModel {
@@ -261,9 +276,7 @@ class VisionTransformer final : public runner::ClassificationModel {
         size_(size_of(o.config)),
         image_(image_side(input_shape(), o)),
         patch_(o.patch_size),
-        ops_{runner_model_ops::find_op("norm_op", o.norm_op, runner_model_ops::kLayerNorm, context),
-             runner_model_ops::find_op("activation_op", o.activation_op,
-                                       runner_model_ops::kBiasGelu, context)} {
+        ops_(find_ops(o, context)) {
     const std::int64_t d = size_.hidden, patches = (image_ / patch_) * (image_ / patch_);
     const std::int64_t tokens = patches + 1;
     // Registration order as torchvision's state dict: class_token first.
@@ -354,6 +367,7 @@ void register_plugins(runner::Registrar& registrar) {
       .range(0.0, 1.0);
   runner::add_checkpoint_options(options, &VitOptions::checkpoint, &VitOptions::checkpoint_every,
                                  "encoder layer");
+  options.check(check_options);
   options
       .field("norm_op", &VitOptions::norm_op,
              "custom op for every LayerNorm, \"namespace::name\" from a loaded kernel plugin with "
@@ -367,7 +381,8 @@ void register_plugins(runner::Registrar& registrar) {
   registrar.add_model("vit", "Vision Transformer ti/s/b/l in torchvision's layout", options,
                       [](const VitOptions& o, const runner::ModelContext& context) {
                         return std::make_unique<VisionTransformer>(o, context);
-                      });
+                      },
+                      check_loader_data);
 }
 
 }  // namespace

@@ -59,12 +59,17 @@ struct SgdOptions {
   std::vector<std::string> no_decay{};
 };
 
+// LibTorch would throw later with a less helpful message. The host checks
+// every trial with it before any run; the factory checks again for direct callers.
+void check_options(const SgdOptions& o) {
+  if (o.nesterov && o.momentum <= 0.0)
+    throw runner::OptionError("nesterov", "nesterov = true needs momentum > 0");
+}
+
 class Sgd final : public runner::Optimizer {
  public:
   Sgd(const SgdOptions& o, const runner::OptimizerContext& context) {
-    // LibTorch would throw later with a less helpful message.
-    if (o.nesterov && o.momentum <= 0.0)
-      throw std::invalid_argument("nesterov = true needs momentum > 0");
+    check_options(o);
     torch::optim::SGDOptions sgd_options(o.lr);
     sgd_options.momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay);
     if (o.no_decay.empty()) {
@@ -103,6 +108,7 @@ void register_plugins(runner::Registrar& registrar) {
              "name or module-type patterns of parameters without weight decay, e.g. "
              "[\"bias\", \"norm\"]")
       .added_later_with_default();
+  options.check(check_options);
   registrar.add_optimizer("sgd", "stochastic gradient descent (torch::optim::SGD)", options,
                           [](const SgdOptions& o, const runner::OptimizerContext& ctx) {
                             return std::make_unique<Sgd>(o, ctx);

@@ -56,6 +56,14 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
     model_context.input_shape = shape;
     model_context.num_classes = loader->spec().num_classes;
   }
+  // The model's rules over the data (its classes, sample shape, vocabulary).
+  try {
+    host.check_model_data(experiment.model.plugin, experiment.model.options, model_context);
+  } catch (const PluginOptionError& e) {
+    rethrow_at_option(e, experiment.model);
+  } catch (const PluginDataError& e) {
+    throw Error(experiment.model.where, e.what(), e.hint());
+  }
   // A model plugin that reads files (a compiled package, a TorchScript
   // file) checks them against the run now: another torch version, another
   // device, the data's shape or the batch size is an input error at the

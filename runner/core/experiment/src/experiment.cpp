@@ -12,6 +12,7 @@
 
 #include "runner/common/strings.hpp"
 #include "parsed_experiment.hpp"
+#include "plugin_options.hpp"
 
 namespace runner {
 
@@ -166,6 +167,7 @@ PluginChoice ParsedExperiment::resolve_plugin(const PendingPlugin& pending,
   PluginChoice choice{plugin->name, Options(std::move(values)), check_.at(*pending.name_node),
                       std::move(where), std::move(omits)};
   choice.content_sha256 = std::move(content);
+  experiment_detail::check_option_rules(*plugin, choice, spec.name);
   return choice;
 }
 

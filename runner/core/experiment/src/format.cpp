@@ -206,6 +206,7 @@ OptionValue Checker::read(const OptionSpec& spec, const toml::node& node,
       if (const auto* i = node.as_integer()) {
         check_range(spec, static_cast<double>(i->get()), std::to_string(i->get()), node, dotted,
                     hint);
+        check_integer_choice(spec, i->get(), node, dotted, hint);
         return i->get();
       }
       break;
@@ -234,6 +235,7 @@ OptionValue Checker::read(const OptionSpec& spec, const toml::node& node,
             fail(item, "'" + name + "' must be an integer, found " + describe(item), hint);
           check_range(spec, static_cast<double>(integer->get()), std::to_string(integer->get()),
                       item, name, hint);
+          check_integer_choice(spec, integer->get(), item, name, hint);
           items.push_back(integer->get());
         }
         return items;
@@ -321,6 +323,17 @@ double Checker::read_number(const OptionSpec& spec, const toml::node& node,
                    (std::isnan(x) ? std::string("nan") : shortest(x)), hint);
   check_range(spec, x, shortest(x), node, dotted, hint);
   return x;
+}
+
+void Checker::check_integer_choice(const OptionSpec& spec, std::int64_t value,
+                                   const toml::node& node, const std::string& dotted,
+                                   const std::string& hint) const {
+  const auto& allowed = spec.integer_choices;
+  if (allowed.empty() || std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
+  std::vector<std::string> shown;
+  for (const std::int64_t choice : allowed) shown.push_back(std::to_string(choice));
+  fail(node, "'" + dotted + "' must be one of " + join(shown, ", ") + ", found " +
+                 std::to_string(value), hint);
 }
 
 void Checker::check_range(const OptionSpec& spec, double x, const std::string& found,

@@ -178,6 +178,8 @@ class Checker {
                    const std::string& hint) const;
   void check_items(const OptionSpec& spec, const toml::array& array, const std::string& dotted,
                    const std::string& hint) const;
+  void check_integer_choice(const OptionSpec& spec, std::int64_t value, const toml::node& node,
+                            const std::string& dotted, const std::string& hint) const;
 
   std::string root_;
   const Origins* origins_;

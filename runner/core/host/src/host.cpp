@@ -47,6 +47,7 @@ using AnyFactory =
 struct Entry {
   PluginDescriptor descriptor;
   AnyFactory factory;
+  ModelDataCheck data_check;  // models only; may be empty
   std::size_t library = 0;
 };
 
@@ -90,10 +91,11 @@ class HostRegistrar final : public Registrar {
                 const std::vector<LoadedLibrary>& libraries, std::size_t library)
       : entries_(entries), libraries_(libraries), library_(library) {}
 
-  void add_model(std::string name, std::string help, OptionSchema options,
-                 ModelFactory factory) override {
+  void add_model(std::string name, std::string help, OptionSchema options, ModelFactory factory,
+                 ModelDataCheck data_check) override {
     add(PluginKind::model, std::move(name), std::move(help), std::move(options),
         std::move(factory));
+    added.back().data_check = std::move(data_check);
   }
   void add_optimizer(std::string name, std::string help, OptionSchema options,
                      OptimizerFactory factory) override {
@@ -288,6 +290,27 @@ auto make(const Entry& e, Args&&... args) {
 std::unique_ptr<Model> PluginHost::make_model(const std::string& name, const Options& options,
                                               const ModelContext& context) const {
   return make<ModelFactory>(impl_->entry(PluginKind::model, name), options, context);
+}
+
+void PluginHost::check_model_data(const std::string& name, const Options& options,
+                                  const ModelContext& context) const {
+  const Entry& e = impl_->entry(PluginKind::model, name);
+  if (!e.data_check) return;
+  try {
+    e.data_check(options, context);
+  } catch (const OptionError&) {
+    rethrow_plugin_error(e.descriptor, nullptr);
+  } catch (const std::exception& error) {
+    // Not the plugin's failure: this experiment's data does not fit the model.
+    throw PluginDataError("model plugin '" + name + "' cannot take this data: " +
+                              message_of(error),
+                          "change the [data] section or the model's options; " +
+                              std::string("run 'runner plugins describe ") + name +
+                              "' to see its options",
+                          ErrorKind::input);
+  } catch (...) {
+    rethrow_plugin_error(e.descriptor, "its data check");
+  }
 }
 
 std::unique_ptr<Optimizer> PluginHost::make_optimizer(const std::string& name,

@@ -79,6 +79,7 @@ void check_before_runs_isolated(const std::vector<Trial>& trials, const PluginHo
         // The data settings the checks read (not workers or prefetch: a sweep
         // over those builds the loader once).
         shape.data_settings.augment = e.data_settings.augment;
+        shape.data_settings.batch_size = e.data_settings.batch_size;  // models' data checks
         shape.data_settings.pin_memory = e.data_settings.pin_memory;
         shape.data_settings.on_error = e.data_settings.on_error;
         shape.optimizer = e.optimizer;

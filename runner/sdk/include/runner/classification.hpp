@@ -30,6 +30,7 @@
 
 #include "runner/loader.hpp"
 #include "runner/model.hpp"
+#include "runner/options.hpp"
 
 namespace runner {
 
@@ -37,18 +38,39 @@ namespace runner {
 /// shape [batch, num_classes()].
 class ClassificationModel : public Model {
  public:
-  /// Checks that the run's loader declares a sample shape and at least two
-  /// classes (throws std::invalid_argument otherwise).
+  /// Checks the context (check_data) and keeps its sample shape and classes.
   explicit ClassificationModel(const ModelContext& context)
       : input_shape_(context.input_shape), num_classes_(context.num_classes) {
-    if (input_shape_.empty())
+    check_data(context);
+  }
+
+  /// Throws std::invalid_argument unless the run's loader declares a sample
+  /// shape and at least two classes: call it from a model's data check
+  /// (Registrar::add_model) to find this before any run.
+  static void check_data(const ModelContext& context) {
+    if (context.input_shape.empty())
       throw std::invalid_argument(
           "a classification model needs the sample shape from the loader; add a [data] "
           "section whose loader declares its input shape");
-    if (num_classes_ < 2)
+    if (context.num_classes < 2)
       throw std::invalid_argument(
           "a classification model needs a loader with at least 2 classes; the loader declares " +
-          std::to_string(num_classes_));
+          std::to_string(context.num_classes));
+  }
+
+  /// `context` with the head's classes set to `num_classes`, the value of
+  /// option `option` (0: the loader's, unchanged); throws
+  /// runner::OptionError(option) when it is fewer than the loader's classes.
+  static ModelContext with_classes(ModelContext context, std::int64_t num_classes,
+                                   const std::string& option = "num_classes") {
+    if (num_classes == 0) return context;
+    if (context.num_classes > num_classes)
+      throw OptionError(option, option + " = " + std::to_string(num_classes) +
+                                    " is fewer than the loader's " +
+                                    std::to_string(context.num_classes) +
+                                    " classes; raise it or leave it at 0 (the loader's)");
+    context.num_classes = num_classes;
+    return context;
   }
 
   /// The logits for a batch of inputs ([batch, ...input_shape()]).

@@ -30,7 +30,9 @@
 //   }
 //
 // Registrar::add_optimizer (and add_model, ...) take the binder and a factory
-// of `const ScheduleOptions&` (plugin.hpp). Underneath, a binder is an
+// of `const ScheduleOptions&` (plugin.hpp). A rule over several options is
+// declared with the fields, `o.check(fn)`, where fn throws OptionError; a
+// model's rule that needs the data is its data check (plugin.hpp). Underneath, a binder is an
 // OptionSchema (what crosses the plugin boundary) plus a reader of the
 // validated `Options` map; both can also be used directly.
 //
@@ -158,6 +160,7 @@ struct OptionSpec {
   std::optional<double> min;               ///< inclusive lower bound (numbers, integers, list items)
   std::optional<double> max;               ///< inclusive upper bound (numbers, integers, list items)
   std::vector<std::string> choices;        ///< allowed values of a string (or of each list item)
+  std::vector<std::int64_t> integer_choices;  ///< allowed values of an integer (or of each list item)
   std::size_t min_items = 0;               ///< lists: fewest items allowed
   std::optional<std::size_t> max_items;    ///< lists: most items allowed (empty: no limit)
   /// An option added to a plugin after trials of it were recorded: a trial
@@ -183,6 +186,12 @@ struct OptionSpec {
   /// Allowed values of a string option (or of each item of a list of strings).
   OptionSpec& one_of(std::vector<std::string> allowed) {
     choices = std::move(allowed);
+    return *this;
+  }
+  /// Allowed values of an integer option (or of each item of a list of
+  /// integers); a name of its own, since one_of({0}) would read 0 as a string.
+  OptionSpec& one_of_integers(std::vector<std::int64_t> allowed) {
+    integer_choices = std::move(allowed);
     return *this;
   }
   /// Lists: the fewest items allowed.
@@ -221,7 +230,15 @@ struct OptionSpec {
   }
 };
 
-/// The ordered set of options a plugin declares.
+class Options;
+
+/// A rule over a plugin's option values taken together (width divisible by
+/// heads, ...): throws runner::OptionError naming the option to change. It
+/// must not need LibTorch or the data: the host calls it for every trial
+/// when it validates the experiment, before any run.
+using OptionCheck = std::function<void(const Options&)>;
+
+/// The ordered set of options a plugin declares, and the checks of their combinations.
 class OptionSchema {
  public:
   /// Declares a boolean option.
@@ -271,8 +288,13 @@ class OptionSchema {
     return specs_.back();
   }
 
+  /// Adds a check of the options' combination (see OptionCheck).
+  void add_check(OptionCheck check) { checks_.push_back(std::move(check)); }
+
   /// All declarations, in declaration order.
   [[nodiscard]] const std::vector<OptionSpec>& specs() const { return specs_; }
+  /// The checks of the options' combinations, in declaration order.
+  [[nodiscard]] const std::vector<OptionCheck>& checks() const { return checks_; }
   /// The declaration of `name`, or nullptr.
   [[nodiscard]] const OptionSpec* find(const std::string& name) const {
     for (const auto& spec : specs_)
@@ -282,6 +304,7 @@ class OptionSchema {
 
  private:
   std::vector<OptionSpec> specs_;
+  std::vector<OptionCheck> checks_;
 };
 
 /// Validated option values handed to a plugin factory: every declared option
@@ -479,10 +502,10 @@ void constrain(OptionSpec& spec) {
 
 }  // namespace detail
 
-/// Thrown by a plugin's factory when the value of one of its options cannot
-/// work where the experiment runs (an `impl` whose kernel the device lacks, a
-/// setting this model does not support). The host reports it at the option's
-/// file:line:col, before any run starts when it builds the plugin then:
+/// Thrown by an option check (OptionBinder::check), a model's data check or
+/// a factory when the value of one of its options cannot work (width not
+/// divisible by heads, an `impl` whose kernel the device lacks). The host
+/// reports it at the option's file:line:col, before any run starts:
 ///   throw runner::OptionError("impl", "this device has no fused Adam kernel");
 class OptionError : public std::invalid_argument {
  public:
@@ -516,20 +539,45 @@ class OptionBinder {
     return spec;
   }
 
-  /// The declarations, as the host sees them.
-  [[nodiscard]] const OptionSchema& schema() const { return schema_; }
+  /// Declares a check of the options' combination on the filled struct
+  /// (see OptionCheck): `check` throws runner::OptionError(option, message).
+  OptionBinder& check(std::function<void(const Opts&)> fn) {
+    checks_.push_back(std::move(fn));
+    return *this;
+  }
+
+  /// The declarations, as the host sees them, each check wrapped to read the
+  /// untyped options into an Opts first (valid until the next call).
+  [[nodiscard]] const OptionSchema& schema() const {
+    // Wrapped on each call, so that fields declared after a check reach it.
+    with_checks_ = schema_;
+    for (const auto& check : checks_)
+      with_checks_.add_check(
+          [defaults = defaults_, readers = readers_, check](const Options& options) {
+            check(read_into(defaults, readers, options));
+          });
+    return with_checks_;
+  }
 
   /// The struct filled from validated options (fields without a value keep their default).
   [[nodiscard]] Opts read(const Options& options) const {
-    Opts out = defaults_;
-    for (const auto& reader : readers_) reader(out, options);
-    return out;
+    return read_into(defaults_, readers_, options);
   }
 
  private:
+  using Reader = std::function<void(Opts&, const Options&)>;
+  static Opts read_into(const Opts& defaults, const std::vector<Reader>& readers,
+                        const Options& options) {
+    Opts out = defaults;
+    for (const auto& reader : readers) reader(out, options);
+    return out;
+  }
+
   Opts defaults_{};
   OptionSchema schema_;
-  std::vector<std::function<void(Opts&, const Options&)>> readers_;
+  std::vector<Reader> readers_;
+  std::vector<std::function<void(const Opts&)>> checks_;
+  mutable OptionSchema with_checks_;  // schema_ plus the wrapped checks
 };
 
 }  // namespace runner

@@ -58,15 +58,25 @@ using LoaderFactory =
     std::function<std::unique_ptr<Loader>(const Options&, const LoaderContext&)>;
 using KernelFactory = std::function<KernelCase(const Options&)>;
 using CommHookFactory = std::function<std::unique_ptr<CommHook>(const Options&)>;
+/// A model's rules that need the data (classes, sample shape, vocabulary,
+/// batch size): throws runner::OptionError(option, ...) for an option that
+/// does not fit it, any other exception for data the model cannot take. The
+/// host calls it for every trial before any run, without building the model.
+using ModelDataCheck = std::function<void(const Options&, const ModelContext&)>;
 
 /// The narrow interface a library registers its plugins through. Names are
 /// unique per kind across all loaded libraries; a duplicate is an error.
 class Registrar {
  public:
   virtual ~Registrar() = default;
-  /// Registers a model plugin.
+  /// Registers a model plugin; `data_check` (may be empty) runs before any run.
   virtual void add_model(std::string name, std::string help, OptionSchema options,
-                         ModelFactory factory) = 0;
+                         ModelFactory factory, ModelDataCheck data_check) = 0;
+  /// Registers a model plugin without a data check.
+  void add_model(std::string name, std::string help, OptionSchema options,
+                 ModelFactory factory) {
+    add_model(std::move(name), std::move(help), std::move(options), std::move(factory), {});
+  }
   /// Registers an optimizer plugin.
   virtual void add_optimizer(std::string name, std::string help, OptionSchema options,
                              OptimizerFactory factory) = 0;
@@ -86,7 +96,21 @@ class Registrar {
                  Factory factory) {
     OptionSchema schema = options.schema();
     add_model(std::move(name), std::move(help), std::move(schema),
-              ModelFactory(typed<Model, Opts>(std::move(options), std::move(factory))));
+              ModelFactory(typed<Model, Opts>(std::move(options), std::move(factory))), {});
+  }
+  /// Registers a model with a data check `void(const Opts&, const ModelContext&)`
+  /// (see ModelDataCheck); the factory should call it too, so a rule lives once.
+  template <typename Opts, typename Factory, typename DataCheck>
+  void add_model(std::string name, std::string help, OptionBinder<Opts> options,
+                 Factory factory, DataCheck data_check) {
+    OptionSchema schema = options.schema();
+    ModelDataCheck check = [binder = options, data_check = std::move(data_check)](
+                               const Options& o, const ModelContext& context) {
+      data_check(binder.read(o), context);
+    };
+    add_model(std::move(name), std::move(help), std::move(schema),
+              ModelFactory(typed<Model, Opts>(std::move(options), std::move(factory))),
+              std::move(check));
   }
   /// Registers an optimizer whose factory takes `const Opts&`.
   template <typename Opts, typename Factory>

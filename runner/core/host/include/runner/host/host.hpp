@@ -141,6 +141,11 @@ class PluginHost final : public PluginCatalog {
   // runner::Error (run kind) naming the plugin and its library.
   [[nodiscard]] std::unique_ptr<Model> make_model(const std::string& name, const Options& options,
                                                   const ModelContext& context) const;
+  /// Runs model `name`'s data check (Registrar::add_model), if it has one,
+  /// without building the model: a runner::OptionError from it is thrown as
+  /// PluginOptionError, any other exception as PluginDataError (input).
+  void check_model_data(const std::string& name, const Options& options,
+                        const ModelContext& context) const;
   [[nodiscard]] std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
                                                           const Options& options,
                                                           const OptimizerContext& context) const;
