@@ -42,12 +42,12 @@
 
 #include "flags.hpp"
 #include "runner/host/host.hpp"
-#include "runner/recipes/memory.hpp"
+#include "runner/training/memory.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-namespace mem = runner::recipes::cpu_memory;
+namespace mem = runner::training::cpu_memory;
 namespace fs = std::filesystem;
 
 constexpr const char* kProgram = "runner-memory-tracker";

@@ -1,7 +1,7 @@
 // The `checkpoint` option of the built-in models: checkpointed training is
 // plain training (losses, gradients, parameters after SGD steps, BatchNorm's
 // running statistics, the random stream after the step), and it keeps less
-// memory at its peak (the CPU tracker, runner/recipes/memory.hpp). The
+// memory at its peak (the CPU tracker, runner/training/memory.hpp). The
 // option layer refuses bad values with the usual messages, and trials that
 // leave the options at their defaults keep their identity.
 //
@@ -23,7 +23,7 @@
 
 #include "core/experiment/experiment_fixture.hpp"
 #include "runner/host/host.hpp"
-#include "runner/recipes/memory.hpp"
+#include "runner/training/memory.hpp"
 #include "support/module_state.hpp"
 
 namespace {
@@ -36,7 +36,7 @@ const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plu
 // The tracker must wrap the allocator before the process's first tensor.
 class InstallTracker : public ::testing::Environment {
  public:
-  void SetUp() override { runner::recipes::cpu_memory::install(); }
+  void SetUp() override { runner::training::cpu_memory::install(); }
 };
 const auto* const kTracker = ::testing::AddGlobalTestEnvironment(new InstallTracker);
 
@@ -185,7 +185,7 @@ TEST_F(CheckpointedModels, LlamaWithDropoutTrainsAsWithout) {
 /// Bytes the tracker saw at most during one training step, above what was
 /// live before it (weights, gradients from the step before, the batch).
 std::int64_t step_peak(runner::Model& model, const runner::Batch& batch) {
-  namespace mem = runner::recipes::cpu_memory;
+  namespace mem = runner::training::cpu_memory;
   model.module().train();
   model.module().zero_grad(/*set_to_none=*/false);
   // A first step allocates the gradients, so both modes start equal.
@@ -197,7 +197,7 @@ std::int64_t step_peak(runner::Model& model, const runner::Batch& batch) {
 }
 
 TEST_F(CheckpointedModels, CheckpointingLowersThePeakOfATrainingStep) {
-  ASSERT_TRUE(runner::recipes::cpu_memory::installed());
+  ASSERT_TRUE(runner::training::cpu_memory::installed());
   // gpt2, 8 blocks of width w = 64 over N = 16 x 128 tokens, a vocabulary of
   // 64 so that the logits (N x 64) weigh about one block input (N x w).
   // Without checkpointing a block keeps about 16 N x w floats for backward

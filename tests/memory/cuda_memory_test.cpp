@@ -1,4 +1,4 @@
-// The CUDA peak (runner/recipes/memory.hpp) on a GPU: a tensor of known size
+// The CUDA peak (runner/training/memory.hpp) on a GPU: a tensor of known size
 // raises the caching allocator's peak of allocated bytes by its size, which
 // stays after the tensor is freed until reset_peak(); a device that does not
 // exist is an error naming the devices there are. Skipped without a device.
@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <string>
 
-#include "runner/recipes/memory.hpp"
+#include "runner/training/memory.hpp"
 #include "support/expect_throw_msg.hpp"
 
 namespace {
 
-namespace cuda = runner::recipes::cuda_memory;
+namespace cuda = runner::training::cuda_memory;
 
 TEST(CudaMemory, PeakOfAllocatedBytesOnADevice) {
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device";

@@ -1,4 +1,4 @@
-// The CPU memory tracker (runner/recipes/memory.hpp): it counts the bytes of
+// The CPU memory tracker (runner/training/memory.hpp): it counts the bytes of
 // each CPU storage while it lives, wherever it is freed, keeps the peak until
 // it is reset, serves the raw interface oneDNN uses, and hands out blocks as
 // aligned as the allocator it wraps. The CUDA peak's errors where it cannot
@@ -14,12 +14,12 @@
 #include <utility>
 #include <vector>
 
-#include "runner/recipes/memory.hpp"
+#include "runner/training/memory.hpp"
 #include "support/expect_throw_msg.hpp"
 
 namespace {
 
-namespace mem = runner::recipes::cpu_memory;
+namespace mem = runner::training::cpu_memory;
 
 // The tracker must wrap the allocator before the process's first tensor.
 class InstallTracker : public ::testing::Environment {
@@ -145,7 +145,7 @@ TEST(CpuMemoryTracker, AForeignRawBlockFreedThroughTheTrackerGoesToTheWrappedAll
 #endif
 
 TEST(CudaMemory, SaysWhyItCannotMeasureWithoutADevice) {
-  namespace cuda = runner::recipes::cuda_memory;
+  namespace cuda = runner::training::cuda_memory;
   if (cuda::available()) GTEST_SKIP() << "a CUDA device is present (cuda_memory_test covers it)";
 #ifdef RUNNER_WITH_CUDA
   const std::string expected = "no CUDA device is present: CUDA peak memory cannot be measured";

@@ -20,14 +20,14 @@
 #include <vector>
 
 #include "runner/common/error.hpp"
-#include "runner/recipes/autocast.hpp"
+#include "runner/training/autocast.hpp"
 #include "support/expect_throw_msg.hpp"
 #include "support/python_oracle.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using runner::recipes::AutocastGuard;
+using runner::training::AutocastGuard;
 using Dict = c10::Dict<c10::IValue, c10::IValue>;
 
 struct SmallImpl : torch::nn::Module {

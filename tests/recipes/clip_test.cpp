@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "runner/recipes/clip.hpp"
+#include "runner/training/clip.hpp"
 #include "support/python_oracle.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using runner::recipes::clip_grad_norm;
+using runner::training::clip_grad_norm;
 
 struct ClipCase {
   std::vector<torch::Tensor> grads, clipped;

@@ -19,16 +19,16 @@
 #include <vector>
 
 #include "runner/common/error.hpp"
-#include "runner/recipes/clip.hpp"
-#include "runner/recipes/grad_scaler.hpp"
+#include "runner/training/clip.hpp"
+#include "runner/training/grad_scaler.hpp"
 #include "support/expect_throw_msg.hpp"
 #include "support/python_oracle.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using runner::recipes::GradScaler;
-using runner::recipes::GradScalerOptions;
+using runner::training::GradScaler;
+using runner::training::GradScalerOptions;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
@@ -96,7 +96,7 @@ Trace run(const Scenario& s, const c10::Dict<c10::IValue, c10::IValue>& ref) {
       w.mutable_grad().index_put_({1, 2}, it->second);
     if (s.clip > 0) {
       scaler.unscale({w, b, unused});
-      static_cast<void>(runner::recipes::clip_grad_norm({w, b, unused}, s.clip));
+      static_cast<void>(runner::training::clip_grad_norm({w, b, unused}, s.clip));
     }
     trace.skipped.push_back(!scaler.step(sgd));
     scaler.update();
@@ -183,25 +183,25 @@ TEST(GradScalerParity, UnscalingBeforeClippingMatchesPyTorch) {
 TEST(GradScaler, OptionsOutOfRangeAreRefused) {
   GradScalerOptions o;
   o.init_scale = 0.0;
-  EXPECT_EQ(runner::recipes::grad_scaler_error(o), "the initial loss scale is 0; it must be above 0");
+  EXPECT_EQ(runner::training::grad_scaler_error(o), "the initial loss scale is 0; it must be above 0");
   o = {};
   o.growth_factor = 1.0;
-  EXPECT_EQ(runner::recipes::grad_scaler_error(o),
+  EXPECT_EQ(runner::training::grad_scaler_error(o),
             "the loss scale's growth factor is 1; it must be above 1");
   o = {};
   o.backoff_factor = 1.0;
-  EXPECT_EQ(runner::recipes::grad_scaler_error(o),
+  EXPECT_EQ(runner::training::grad_scaler_error(o),
             "the loss scale's backoff factor is 1; it must be in (0, 1)");
   o.backoff_factor = 0.0;
-  EXPECT_EQ(runner::recipes::grad_scaler_error(o),
+  EXPECT_EQ(runner::training::grad_scaler_error(o),
             "the loss scale's backoff factor is 0; it must be in (0, 1)");
   o = {};
   o.growth_interval = 0;
-  EXPECT_EQ(runner::recipes::grad_scaler_error(o),
+  EXPECT_EQ(runner::training::grad_scaler_error(o),
             "the loss scale's growth interval is 0 steps; it must be at least 1");
   EXPECT_THROW_MSG(GradScaler{o}, runner::Error,
                    "the loss scale's growth interval is 0 steps; it must be at least 1");
-  EXPECT_EQ(runner::recipes::grad_scaler_error({}), std::nullopt);
+  EXPECT_EQ(runner::training::grad_scaler_error({}), std::nullopt);
 }
 
 TEST(GradScaler, CallsOutOfOrderAreLogicErrors) {

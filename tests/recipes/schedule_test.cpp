@@ -17,17 +17,17 @@
 #include <vector>
 
 #include "runner/common/error.hpp"
-#include "runner/recipes/schedule.hpp"
+#include "runner/training/schedule.hpp"
 #include "support/expect_throw_msg.hpp"
 #include "support/python_oracle.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using runner::recipes::Anneal;
-using runner::recipes::Schedule;
-using runner::recipes::ScheduleKind;
-using runner::recipes::ScheduleSpec;
+using runner::training::Anneal;
+using runner::training::Schedule;
+using runner::training::ScheduleKind;
+using runner::training::ScheduleSpec;
 
 // PyTorch computes most schedules recursively (each lr from the previous
 // one), runner in closed form; over 40 steps the two drift apart by a few
@@ -109,7 +109,7 @@ std::vector<Case> parity_cases() {
 nlohmann::json to_json(const Case& c) {
   const ScheduleSpec& s = c.spec;
   return {{"name", c.name},
-          {"kind", runner::recipes::to_string(s.kind)},
+          {"kind", runner::training::to_string(s.kind)},
           {"total_steps", s.total_steps},
           {"steps", s.total_steps},
           {"warmup_steps", s.warmup_steps},
@@ -118,7 +118,7 @@ nlohmann::json to_json(const Case& c) {
           {"gamma", s.gamma},
           {"min_lr", s.min_lr},
           {"pct_start", s.pct_start},
-          {"anneal", runner::recipes::to_string(s.anneal)},
+          {"anneal", runner::training::to_string(s.anneal)},
           {"div_factor", s.div_factor},
           {"final_div_factor", s.final_div_factor},
           {"three_phase", s.three_phase},
@@ -226,18 +226,18 @@ TEST(Schedule, OneCycleStartsAtTheDividedRateAndPeaksAtTheBaseRate) {
 }
 
 TEST(Schedule, KindsAndAnnealsReadAndWriteTheirSpellings) {
-  for (const std::string& name : runner::recipes::schedule_kind_names())
-    EXPECT_EQ(runner::recipes::to_string(*runner::recipes::parse_schedule_kind(name)), name);
-  EXPECT_EQ(runner::recipes::parse_schedule_kind("cosine_annealing"), std::nullopt);
-  EXPECT_EQ(runner::recipes::schedule_kind_names().size(), 4U);
+  for (const std::string& name : runner::training::schedule_kind_names())
+    EXPECT_EQ(runner::training::to_string(*runner::training::parse_schedule_kind(name)), name);
+  EXPECT_EQ(runner::training::parse_schedule_kind("cosine_annealing"), std::nullopt);
+  EXPECT_EQ(runner::training::schedule_kind_names().size(), 4U);
   for (const Anneal anneal : {Anneal::cos, Anneal::linear})
-    EXPECT_EQ(runner::recipes::parse_anneal(runner::recipes::to_string(anneal)), anneal);
-  EXPECT_STREQ(runner::recipes::to_string(Anneal::linear), "linear");
-  EXPECT_EQ(runner::recipes::parse_anneal("cosine"), std::nullopt);
+    EXPECT_EQ(runner::training::parse_anneal(runner::training::to_string(anneal)), anneal);
+  EXPECT_STREQ(runner::training::to_string(Anneal::linear), "linear");
+  EXPECT_EQ(runner::training::parse_anneal("cosine"), std::nullopt);
 }
 
 std::optional<std::string> error_of(const ScheduleSpec& s) {
-  return runner::recipes::schedule_error(s);
+  return runner::training::schedule_error(s);
 }
 
 TEST(Schedule, ImpossibleSpecsAreRefusedWithWhatToChange) {
@@ -276,10 +276,10 @@ TEST(Schedule, ImpossibleSpecsAreRefusedWithWhatToChange) {
   EXPECT_EQ(error_of(s), "'schedule.min_lr' is -0.1; it must be 0 or more");
   s.min_lr = 0.5;
   EXPECT_EQ(error_of(s), std::nullopt);
-  EXPECT_EQ(runner::recipes::schedule_error(s, 0.1),
+  EXPECT_EQ(runner::training::schedule_error(s, 0.1),
             "'schedule.min_lr' (0.5) is above the learning rate it decays from (0.1); lower "
             "min_lr");
-  EXPECT_EQ(runner::recipes::schedule_error(s, 0.5), std::nullopt);
+  EXPECT_EQ(runner::training::schedule_error(s, 0.5), std::nullopt);
 }
 
 TEST(Schedule, ImpossibleOneCyclesAreRefusedWithWhatToChange) {

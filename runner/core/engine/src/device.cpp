@@ -16,7 +16,7 @@
 
 #include "runner/common/strings.hpp"
 #include "runner/engine/phase_clock.hpp"
-#include "runner/recipes/memory.hpp"
+#include "runner/training/memory.hpp"
 
 namespace runner {
 
@@ -32,7 +32,7 @@ std::string resolve_device(const std::string& type) {
 
 void configure_runtime(const Experiment& experiment) {
   // Before the first tensor: every CPU storage of the run is then counted.
-  recipes::cpu_memory::install();
+  training::cpu_memory::install();
   const DeviceSettings& d = experiment.device;
   if (d.threads > 0) at::set_num_threads(static_cast<int>(d.threads));
   if (d.interop_threads > 0) at::set_num_interop_threads(static_cast<int>(d.interop_threads));

@@ -17,7 +17,7 @@
 #include "loops.hpp"
 #include "metrics.hpp"
 #include "runner/engine/phase_clock.hpp"
-#include "runner/recipes/memory.hpp"
+#include "runner/training/memory.hpp"
 
 namespace runner {
 namespace {
@@ -94,7 +94,7 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_f
   out.status = store::RunStatus::finished;
   const auto run_start = Clock::now();
   // Peak memory from here on: the model, its optimizer state, activations.
-  if (recipes::cpu_memory::installed()) recipes::cpu_memory::reset_peak();
+  if (training::cpu_memory::installed()) training::cpu_memory::reset_peak();
   std::optional<int> cuda_index;
   try {
     const std::uint64_t seed = run_seed(exp, request.repeat_index);
@@ -102,7 +102,7 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_f
     const torch::Device device = rank_device(resolve_device(exp.device.type), rank);
     if (device.is_cuda()) {
       cuda_index = device.index() < 0 ? 0 : device.index();
-      recipes::cuda_memory::reset_peak(*cuda_index);
+      training::cuda_memory::reset_peak(*cuda_index);
     }
     run_workload(request, rank, device, seed, run_start, out);
     if (rank.link) add_straggler_metrics(out, rank.link->collect_step_times());
@@ -117,13 +117,13 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_f
   }
   out.metrics.push_back({"peak_rss_bytes", peak_rss_bytes(), "B"});
   // Live tensor bytes at their highest during the run, per device (see
-  // runner/recipes/memory.hpp for what is counted).
-  if (recipes::cpu_memory::installed())
+  // runner/training/memory.hpp for what is counted).
+  if (training::cpu_memory::installed())
     out.metrics.push_back({"peak_cpu_alloc_bytes",
-                           static_cast<double>(recipes::cpu_memory::peak_bytes()), "B"});
+                           static_cast<double>(training::cpu_memory::peak_bytes()), "B"});
   if (cuda_index)
     out.metrics.push_back({"peak_cuda_allocated_bytes",
-                           static_cast<double>(recipes::cuda_memory::peak_bytes(*cuda_index)),
+                           static_cast<double>(training::cuda_memory::peak_bytes(*cuda_index)),
                            "B"});
   out.metrics.push_back({"run_s", seconds_between(run_start, Clock::now()), "s"});
   return out;

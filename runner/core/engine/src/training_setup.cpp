@@ -9,23 +9,23 @@
 
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
-#include "runner/recipes/clip.hpp"
+#include "runner/training/clip.hpp"
 
 namespace runner {
 namespace {
 
-recipes::Precision precision_of(const Experiment& experiment) {
-  const auto precision = recipes::parse_precision(experiment.precision());
+training::Precision precision_of(const Experiment& experiment) {
+  const auto precision = training::parse_precision(experiment.precision());
   if (!precision)  // the experiment layer admits only the known names
     throw Error("unknown precision '" + experiment.precision() + "'", {}, ErrorKind::run);
   return *precision;
 }
 
-recipes::ScheduleSpec schedule_spec(const Experiment& experiment) {
+training::ScheduleSpec schedule_spec(const Experiment& experiment) {
   const ScheduleSettings& s = experiment.schedule;
-  recipes::ScheduleSpec spec;
-  const auto kind = recipes::parse_schedule_kind(s.type);
-  const auto anneal = recipes::parse_anneal(s.anneal);
+  training::ScheduleSpec spec;
+  const auto kind = training::parse_schedule_kind(s.type);
+  const auto anneal = training::parse_anneal(s.anneal);
   if (!kind || !anneal)  // the experiment layer admits only the known names
     throw Error("unknown schedule '" + s.type + "' / anneal '" + s.anneal + "'", {},
                 ErrorKind::run);
@@ -33,7 +33,7 @@ recipes::ScheduleSpec schedule_spec(const Experiment& experiment) {
   spec.total_steps = experiment.total_train_steps();
   spec.warmup_steps = s.warmup_steps;
   spec.warmup_start_factor = s.warmup_start_factor;
-  if (spec.kind == recipes::ScheduleKind::step) spec.step_size = s.step_size;
+  if (spec.kind == training::ScheduleKind::step) spec.step_size = s.step_size;
   spec.gamma = s.gamma;
   spec.min_lr = s.min_lr;
   spec.pct_start = s.pct_start;
@@ -52,8 +52,8 @@ recipes::ScheduleSpec schedule_spec(const Experiment& experiment) {
 TrainingSetup::TrainingSetup(const Experiment& experiment, torch::Device device)
     : experiment_(experiment), device_(device), precision_(precision_of(experiment)) {
   if (experiment.kind != RunKind::train || !experiment.schedule.enabled) return;
-  const recipes::ScheduleSpec spec = schedule_spec(experiment);
-  if (const auto problem = recipes::schedule_error(spec))
+  const training::ScheduleSpec spec = schedule_spec(experiment);
+  if (const auto problem = training::schedule_error(spec))
     throw Error(experiment.where_of("schedule.type"), *problem);
   schedule_.emplace(spec);
 }
@@ -68,7 +68,7 @@ void TrainingSetup::check_input_shape(const std::vector<std::int64_t>& sample_sh
 }
 
 void TrainingSetup::prepare_model(torch::nn::Module& module) const {
-  const c10::ScalarType dtype = recipes::storage_dtype(precision_);
+  const c10::ScalarType dtype = training::storage_dtype(precision_);
   if (dtype != c10::ScalarType::Float) module.to(dtype);
   if (!experiment_.model_settings.channels_last) return;
   // What module.to(memory_format=torch.channels_last) does: every 4-D
@@ -83,17 +83,17 @@ void TrainingSetup::prepare_model(torch::nn::Module& module) const {
 
 void TrainingSetup::prepare_batch(Batch& batch) const {
   if (!batch.inputs.defined()) return;
-  const c10::ScalarType dtype = recipes::storage_dtype(precision_);
+  const c10::ScalarType dtype = training::storage_dtype(precision_);
   if (dtype != c10::ScalarType::Float && batch.inputs.is_floating_point())
     batch.inputs = batch.inputs.to(dtype);
   if (experiment_.model_settings.channels_last && batch.inputs.dim() == 4)
     batch.inputs = batch.inputs.contiguous(c10::MemoryFormat::ChannelsLast);
 }
 
-std::optional<recipes::AutocastGuard> TrainingSetup::autocast() const {
-  const auto dtype = recipes::autocast_dtype(precision_);
+std::optional<training::AutocastGuard> TrainingSetup::autocast() const {
+  const auto dtype = training::autocast_dtype(precision_);
   if (!dtype) return std::nullopt;
-  return std::optional<recipes::AutocastGuard>(std::in_place, device_.type(), *dtype);
+  return std::optional<training::AutocastGuard>(std::in_place, device_.type(), *dtype);
 }
 
 void TrainingSetup::attach(Optimizer& optimizer, const std::vector<torch::Tensor>& parameters) {
@@ -104,7 +104,7 @@ void TrainingSetup::attach(Optimizer& optimizer, const std::vector<torch::Tensor
   for (auto& group : inner.param_groups()) {
     base_lrs_.push_back(group.options().get_lr());
     if (schedule_)
-      if (const auto problem = recipes::schedule_error(schedule_->spec(), base_lrs_.back()))
+      if (const auto problem = training::schedule_error(schedule_->spec(), base_lrs_.back()))
         throw Error(experiment_.where_of("schedule.min_lr"), *problem);
   }
   if (schedule_ && experiment_.schedule.type == "one_cycle" && experiment_.schedule.cycle_momentum &&
@@ -114,7 +114,7 @@ void TrainingSetup::attach(Optimizer& optimizer, const std::vector<torch::Tensor
                     experiment_.optimizer->plugin + "' has none",
                 "set cycle_momentum = false in [schedule], or use an optimizer with momentum "
                 "(sgd, adam, adamw, rmsprop, lion)");
-  if (!recipes::needs_loss_scaling(precision_)) return;
+  if (!training::needs_loss_scaling(precision_)) return;
   // The scaler unscales what the optimizer steps: every parameter it was
   // given must be in its groups, or a scaled gradient would reach step().
   std::set<const void*> held;
@@ -128,7 +128,7 @@ void TrainingSetup::attach(Optimizer& optimizer, const std::vector<torch::Tensor
                       "' does not hold the model's parameters in its groups",
                   "use precision = \"amp_bf16\" (no loss scaling), or an optimizer that keeps "
                   "the parameters it is given in its param_groups()");
-  scaler_ = std::make_unique<recipes::GradScaler>();
+  scaler_ = std::make_unique<training::GradScaler>();
 }
 
 torch::Tensor TrainingSetup::loss_for_backward(const torch::Tensor& loss) const {
@@ -145,7 +145,7 @@ bool TrainingSetup::before_step(std::int64_t step) {
     skipped_ = apply ? 0 : 1;
   }
   if (experiment_.train.clip_grad_norm > 0)
-    grad_norm_ = recipes::clip_grad_norm(parameters_, experiment_.train.clip_grad_norm);
+    grad_norm_ = training::clip_grad_norm(parameters_, experiment_.train.clip_grad_norm);
   torch::optim::Optimizer& inner = optimizer_->get();
   if (schedule_) {
     auto& groups = inner.param_groups();

@@ -4,7 +4,7 @@
 // format, the learning-rate schedule, gradient clipping; and what each step
 // did (lr, gradient norm, loss scale, skipped), read after the step's clock
 // stops. The units (schedules, scaler, autocast, clipping) live in
-// runner_recipes and are checked against PyTorch there.
+// runner_training and are checked against PyTorch there.
 #pragma once
 
 #include <torch/types.h>
@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "runner/experiment/experiment.hpp"
-#include "runner/recipes/autocast.hpp"
-#include "runner/recipes/grad_scaler.hpp"
-#include "runner/recipes/precision.hpp"
-#include "runner/recipes/schedule.hpp"
+#include "runner/training/autocast.hpp"
+#include "runner/training/grad_scaler.hpp"
+#include "runner/training/precision.hpp"
+#include "runner/training/schedule.hpp"
 #include "runner/sdk.hpp"
 #include "runner/store/store.hpp"
 
@@ -39,7 +39,7 @@ class TrainingSetup {
   /// Converts a batch's inputs as prepare_model converted the model (floating inputs only).
   void prepare_batch(Batch& batch) const;
   /// Autocast for a forward pass (amp_*), else nothing.
-  [[nodiscard]] std::optional<recipes::AutocastGuard> autocast() const;
+  [[nodiscard]] std::optional<training::AutocastGuard> autocast() const;
 
   /// Training: takes the optimizer (its groups' lrs are the schedule's base
   /// lrs) and the parameters whose gradients are clipped. Throws
@@ -60,18 +60,18 @@ class TrainingSetup {
   /// (call after the step's clock has stopped).
   void record(store::Sample& sample) const;
 
-  [[nodiscard]] recipes::Precision precision() const { return precision_; }
+  [[nodiscard]] training::Precision precision() const { return precision_; }
   [[nodiscard]] bool scales_loss() const { return scaler_ != nullptr; }
 
  private:
   const Experiment& experiment_;
   torch::Device device_;
-  recipes::Precision precision_;
-  std::optional<recipes::Schedule> schedule_;
+  training::Precision precision_;
+  std::optional<training::Schedule> schedule_;
   Optimizer* optimizer_ = nullptr;
   std::vector<double> base_lrs_;
   std::vector<torch::Tensor> parameters_;  // the optimizer's, whose gradients are unscaled and clipped
-  std::unique_ptr<recipes::GradScaler> scaler_;
+  std::unique_ptr<training::GradScaler> scaler_;
   // This step's record.
   double lr_ = std::nan("");
   torch::Tensor grad_norm_;

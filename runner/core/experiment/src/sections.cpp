@@ -16,7 +16,7 @@ using namespace host_key_builders;  // the table is written in them
 const std::vector<SectionSpec>& section_specs() {
   static const std::vector<SectionSpec> specs = [] {
     std::vector<SectionSpec> s;
-    // [train] and [infer] precision (runner_recipes parses them in the engine).
+    // [train] and [infer] precision (runner_training parses them in the engine).
     const std::vector<std::string> precisions{"fp32", "bf16", "amp_bf16", "amp_fp16"};
 
     HostKey name = string_key("name", "", {}, "experiment name (default: the file's stem)",

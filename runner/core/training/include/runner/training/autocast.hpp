@@ -17,7 +17,7 @@
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
-namespace runner::recipes {
+namespace runner::training {
 
 class AutocastGuard {
  public:
@@ -43,4 +43,4 @@ class AutocastGuard {
   bool previous_cache_enabled_;
 };
 
-}  // namespace runner::recipes
+}  // namespace runner::training

@@ -1,4 +1,4 @@
-#include "runner/recipes/clip.hpp"
+#include "runner/training/clip.hpp"
 
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
@@ -9,7 +9,7 @@
 
 #include <optional>
 
-namespace runner::recipes {
+namespace runner::training {
 namespace {
 
 struct Group {
@@ -73,4 +73,4 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, doubl
   return total;
 }
 
-}  // namespace runner::recipes
+}  // namespace runner::training

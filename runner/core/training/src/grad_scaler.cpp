@@ -1,4 +1,4 @@
-#include "runner/recipes/grad_scaler.hpp"
+#include "runner/training/grad_scaler.hpp"
 
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
@@ -11,7 +11,7 @@
 
 #include "runner/common/error.hpp"
 
-namespace runner::recipes {
+namespace runner::training {
 namespace {
 
 std::string shortest(double x) {
@@ -144,4 +144,4 @@ std::int64_t GradScaler::growth_tracker() const {
   return growth_tracker_.defined() ? growth_tracker_.item<std::int32_t>() : 0;
 }
 
-}  // namespace runner::recipes
+}  // namespace runner::training

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-namespace runner::recipes {
+namespace runner::training {
 
 /// Scales the gradients of `parameters` so that their global L2 norm is at
 /// most `max_norm` and returns the norm before clipping, as a 0-dim tensor on
@@ -28,4 +28,4 @@ namespace runner::recipes {
 [[nodiscard]] torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters,
                                            double max_norm);
 
-}  // namespace runner::recipes
+}  // namespace runner::training

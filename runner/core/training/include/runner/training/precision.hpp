@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace runner::recipes {
+namespace runner::training {
 
 enum class Precision {
   fp32,      ///< everything float32
@@ -33,4 +33,4 @@ enum class Precision {
 /// True for amp_fp16: gradients are scaled, unscaled and checked every step.
 [[nodiscard]] bool needs_loss_scaling(Precision precision);
 
-}  // namespace runner::recipes
+}  // namespace runner::training

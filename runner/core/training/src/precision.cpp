@@ -1,8 +1,8 @@
-#include "runner/recipes/precision.hpp"
+#include "runner/training/precision.hpp"
 
-#include "runner/recipes/names.hpp"
+#include "runner/training/names.hpp"
 
-namespace runner::recipes {
+namespace runner::training {
 namespace {
 
 constexpr EnumNames<Precision, 4> kNames{{{
@@ -34,4 +34,4 @@ c10::ScalarType storage_dtype(Precision precision) {
 
 bool needs_loss_scaling(Precision precision) { return precision == Precision::amp_fp16; }
 
-}  // namespace runner::recipes
+}  // namespace runner::training

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace runner::recipes {
+namespace runner::training {
 
 /// GradScaler's constructor arguments, with its defaults.
 struct GradScalerOptions {
@@ -100,4 +100,4 @@ class GradScaler {
   Stage stage_ = Stage::ready;
 };
 
-}  // namespace runner::recipes
+}  // namespace runner::training

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace runner::recipes {
+namespace runner::training {
 
 template <typename Enum, std::size_t N>
 class EnumNames {
@@ -41,4 +41,4 @@ class EnumNames {
   std::array<std::pair<Enum, const char*>, N> entries_;
 };
 
-}  // namespace runner::recipes
+}  // namespace runner::training

@@ -1,4 +1,4 @@
-#include "runner/recipes/autocast.hpp"
+#include "runner/training/autocast.hpp"
 
 #include <ATen/autocast_mode.h>
 
@@ -6,7 +6,7 @@
 
 #include "runner/common/error.hpp"
 
-namespace runner::recipes {
+namespace runner::training {
 
 AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype) : device_(device) {
   if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA)
@@ -31,4 +31,4 @@ AutocastGuard::~AutocastGuard() {
   at::autocast::set_autocast_cache_enabled(previous_cache_enabled_);
 }
 
-}  // namespace runner::recipes
+}  // namespace runner::training

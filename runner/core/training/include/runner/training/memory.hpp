@@ -34,7 +34,7 @@
 
 #include <cstdint>
 
-namespace runner::recipes {
+namespace runner::training {
 
 namespace cpu_memory {
 
@@ -79,4 +79,4 @@ void reset_peak(int device);
 
 }  // namespace cuda_memory
 
-}  // namespace runner::recipes
+}  // namespace runner::training

@@ -1,4 +1,4 @@
-#include "runner/recipes/memory.hpp"
+#include "runner/training/memory.hpp"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace runner::recipes {
+namespace runner::training {
 
 namespace cpu_memory {
 
@@ -199,4 +199,4 @@ std::int64_t current_bytes(int) { no_cuda(); }
 
 }  // namespace cuda_memory
 
-}  // namespace runner::recipes
+}  // namespace runner::training

@@ -1,4 +1,4 @@
-#include "runner/recipes/schedule.hpp"
+#include "runner/training/schedule.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "runner/common/error.hpp"
-#include "runner/recipes/names.hpp"
+#include "runner/training/names.hpp"
 
-namespace runner::recipes {
+namespace runner::training {
 namespace {
 
 constexpr EnumNames<ScheduleKind, 4> kKindNames{{{
@@ -223,4 +223,4 @@ std::optional<double> Schedule::momentum_at(std::int64_t step) const {
   return one_cycle_at(spec_, std::min(step, spec_.total_steps - 1), 1.0).momentum;
 }
 
-}  // namespace runner::recipes
+}  // namespace runner::training

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-namespace runner::recipes {
+namespace runner::training {
 
 enum class ScheduleKind {
   constant,   ///< the base learning rate at every step
@@ -112,4 +112,4 @@ class Schedule {
   ScheduleSpec spec_;
 };
 
-}  // namespace runner::recipes
+}  // namespace runner::training
