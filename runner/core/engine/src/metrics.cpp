@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "runner/engine/ranks.hpp"
-#include "runner/store/stats.hpp"
+#include "runner/store/statistics.hpp"
 
 namespace runner {
 
