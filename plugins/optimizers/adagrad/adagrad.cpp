@@ -15,7 +15,7 @@
 #include <runner/sdk.hpp>
 
 #include "../common/kernels.hpp"
-#include "../common/recipe.hpp"
+#include "../common/optimizer_common.hpp"
 
 namespace {
 
@@ -31,7 +31,7 @@ class Adagrad final : public torch::optim::Optimizer {
   Adagrad(const std::vector<torch::optim::OptimizerParamGroup>& groups,
           const torch::optim::AdagradOptions& defaults, Impl impl)
       : Optimizer(groups, std::make_unique<torch::optim::AdagradOptions>(defaults)), impl_(impl) {
-    runner::optim::keep_group_options(*this, groups);
+    runner::keep_group_options(*this, groups);
   }
 
   torch::Tensor step(LossClosure closure = nullptr) override {
@@ -163,9 +163,9 @@ void register_plugins(runner::Registrar& registrar) {
             .initial_accumulator_value(o.initial_accumulator_value)
             .eps(o.eps);
         auto optimizer =
-            std::make_unique<Adagrad>(runner::optim::decay_groups(context, o.no_decay, group),
+            std::make_unique<Adagrad>(runner::decay_groups(context, o.no_decay, group),
                                       group, impl);
-        return std::make_unique<runner::optim::Owned<Adagrad, false>>(std::move(optimizer));
+        return std::make_unique<runner::OwnedOptimizer<Adagrad, false>>(std::move(optimizer));
       });
 }
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "kernels.hpp"
-#include "recipe.hpp"
+#include "optimizer_common.hpp"
 
 namespace runner::optim {
 
@@ -219,7 +219,7 @@ std::unique_ptr<runner::Optimizer> make_adam(const O& o, const runner::Optimizer
   options.betas({o.betas[0], o.betas[1]}).eps(o.eps).weight_decay(o.weight_decay).amsgrad(o.amsgrad);
   auto optimizer = std::make_unique<AdamFamily<GroupOptions>>(
       decay_groups(context, o.no_decay, options), options, impl);
-  return std::make_unique<Owned<AdamFamily<GroupOptions>, true>>(std::move(optimizer));
+  return std::make_unique<runner::OwnedOptimizer<AdamFamily<GroupOptions>, true>>(std::move(optimizer));
 }
 
 }  // namespace runner::optim

@@ -17,7 +17,7 @@
 
 #include <runner/sdk.hpp>
 
-#include "../common/recipe.hpp"
+#include "../common/optimizer_common.hpp"
 
 namespace {
 
@@ -43,7 +43,7 @@ class Lion final : public torch::optim::Optimizer {
   Lion(const std::vector<torch::optim::OptimizerParamGroup>& groups, const LionOptions& defaults,
        Impl impl)
       : Optimizer(groups, std::make_unique<LionOptions>(defaults)), impl_(impl) {
-    runner::optim::keep_group_options(*this, groups);
+    runner::keep_group_options(*this, groups);
   }
 
   torch::Tensor step(LossClosure closure = nullptr) override {
@@ -149,9 +149,9 @@ void register_plugins(runner::Registrar& registrar) {
         LionOptions group(o.lr);
         group.betas({o.betas[0], o.betas[1]}).weight_decay(o.weight_decay);
         auto optimizer = std::make_unique<Lion>(
-            runner::optim::decay_groups(context, o.no_decay, group), group,
+            runner::decay_groups(context, o.no_decay, group), group,
             runner::optim::parse_impl(o.impl));
-        return std::make_unique<runner::optim::Owned<Lion, true>>(std::move(optimizer));
+        return std::make_unique<runner::OwnedOptimizer<Lion, true>>(std::move(optimizer));
       });
 }
 

@@ -12,7 +12,7 @@
 
 #include <runner/sdk.hpp>
 
-#include "../common/recipe.hpp"
+#include "../common/optimizer_common.hpp"
 
 namespace {
 
@@ -30,7 +30,7 @@ class Rmsprop final : public torch::optim::Optimizer {
   Rmsprop(const std::vector<torch::optim::OptimizerParamGroup>& groups,
           const torch::optim::RMSpropOptions& defaults, Impl impl)
       : Optimizer(groups, std::make_unique<torch::optim::RMSpropOptions>(defaults)), impl_(impl) {
-    runner::optim::keep_group_options(*this, groups);
+    runner::keep_group_options(*this, groups);
   }
 
   torch::Tensor step(LossClosure closure = nullptr) override {
@@ -169,9 +169,9 @@ void register_plugins(runner::Registrar& registrar) {
         group.alpha(o.alpha).eps(o.eps).weight_decay(o.weight_decay).momentum(o.momentum).centered(
             o.centered);
         auto optimizer = std::make_unique<Rmsprop>(
-            runner::optim::decay_groups(context, o.no_decay, group),
+            runner::decay_groups(context, o.no_decay, group),
             group, runner::optim::parse_impl(o.impl));
-        return std::make_unique<runner::optim::Owned<Rmsprop, true>>(std::move(optimizer));
+        return std::make_unique<runner::OwnedOptimizer<Rmsprop, true>>(std::move(optimizer));
       });
 }
 

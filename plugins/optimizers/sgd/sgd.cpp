@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "../common/recipe.hpp"
+#include "../common/optimizer_common.hpp"
 
 namespace {
 
@@ -75,9 +75,9 @@ class Sgd final : public runner::Optimizer {
     if (o.no_decay.empty()) {
       optimizer_ = std::make_unique<PyTorchSgd>(context.parameters, sgd_options);
     } else {
-      const auto groups = runner::optim::decay_groups(context, o.no_decay, sgd_options);
+      const auto groups = runner::decay_groups(context, o.no_decay, sgd_options);
       optimizer_ = std::make_unique<PyTorchSgd>(groups, sgd_options);
-      runner::optim::keep_group_options(*optimizer_, groups);
+      runner::keep_group_options(*optimizer_, groups);
     }
   }
 

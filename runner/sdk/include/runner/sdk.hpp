@@ -2,7 +2,8 @@
 //
 // Start with plugin.hpp (entry macro and registrar) and options.hpp (typed
 // options), then the header of the kind you implement: model.hpp (or
-// classification.hpp for a classifier), optimizer.hpp, loader.hpp,
+// classification.hpp for a classifier), optimizer.hpp (and param_groups.hpp
+// for an optimizer that wraps a LibTorch one), loader.hpp,
 // comm_hook.hpp (not included here: it brings in c10d's headers; a comm
 // hook plugin includes it itself). abi.hpp is the record the host checks before it loads a
 // library. docs/plugins.md is the authoring guide.
@@ -15,5 +16,6 @@
 #include "runner/model.hpp"
 #include "runner/optimizer.hpp"
 #include "runner/options.hpp"
+#include "runner/param_groups.hpp"
 #include "runner/plugin.hpp"
 #include "runner/version.hpp"

@@ -1,7 +1,9 @@
-// What the built-in optimizer plugins share: the `impl` choice, parameter
-// groups for `no_decay`, per-parameter state, the bucketing of tensors by
-// device and dtype that PyTorch's multi-tensor and fused paths do, and the
-// runner::Optimizer that owns a LibTorch optimizer.
+// What the built-in optimizer plugins share beyond the SDK: the `impl`
+// choice, per-parameter state, the bucketing of tensors by device and dtype
+// that PyTorch's multi-tensor and fused paths do, and PyTorch's numerics.
+// Parameter groups for `no_decay` and the runner::Optimizer that owns a
+// LibTorch optimizer are the SDK's (runner/param_groups.hpp), for plugins
+// outside this tree too.
 //
 // Header only, included by each plugin's one .cpp; everything here is built
 // into each plugin library separately (hidden visibility), so plugins never
@@ -21,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include <runner/param_groups.hpp>
 #include <runner/sdk.hpp>
 
 namespace runner::optim {
@@ -46,45 +49,6 @@ inline void check_betas(const std::array<double, 2>& betas, const char* option =
   throw runner::OptionError(option, std::string(option) + " must each be below 1, found " +
                                         runner::to_string(runner::OptionValue{std::vector<double>{
                                             betas[0], betas[1]}}));
-}
-
-/// The parameter groups of a recipe with `no_decay` patterns: every parameter
-/// in one group with `options` when `no_decay` is empty; otherwise those
-/// matching no pattern with `options`, then those matching one with weight
-/// decay 0 (runner::split_parameters). Empty groups are left out.
-template <typename GroupOptions>
-std::vector<torch::optim::OptimizerParamGroup> decay_groups(
-    const runner::OptimizerContext& context, const std::vector<std::string>& no_decay,
-    const GroupOptions& options) {
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (no_decay.empty()) {
-    groups.emplace_back(context.parameters, std::make_unique<GroupOptions>(options));
-    return groups;
-  }
-  const runner::ParameterSplit split = runner::split_parameters(context.named_parameters, no_decay);
-  if (!split.decay.empty())
-    groups.emplace_back(split.decay, std::make_unique<GroupOptions>(options));
-  if (!split.no_decay.empty()) {
-    auto exempt = std::make_unique<GroupOptions>(options);
-    exempt->weight_decay(0.0);
-    groups.emplace_back(split.no_decay, std::move(exempt));
-  }
-  return groups;
-}
-
-/// Gives every group of `optimizer` exactly the options it was built with.
-/// torch::optim::Optimizer::add_param_group merges a group's options with the
-/// optimizer's defaults: for the types it knows (AdamOptions, SGDOptions, ...)
-/// a field equal to the type's constructor default takes the optimizer's
-/// default (a no_decay group's weight decay 0 would become the decay group's),
-/// and a type it does not know (LionOptions) is replaced by the defaults
-/// wholesale. Call it in the constructor, after the base class has added `groups`.
-inline void keep_group_options(torch::optim::Optimizer& optimizer,
-                               const std::vector<torch::optim::OptimizerParamGroup>& groups) {
-  auto& added = optimizer.param_groups();
-  TORCH_INTERNAL_ASSERT(added.size() == groups.size());
-  for (std::size_t i = 0; i < groups.size(); ++i)
-    added[i].set_options(groups[i].options().clone());
 }
 
 /// The state of parameter `p` in a LibTorch optimizer's state map, made by
@@ -154,27 +118,5 @@ inline const torch::Tensor& dense_grad(const torch::Tensor& p, const char* optim
               "(sparse = false)");
   return grad;
 }
-
-/// The runner::Optimizer that owns a LibTorch optimizer `T`. When
-/// `HasMomentum`, set_momentum forwards to T::set_momentum (which sets the
-/// momentum or beta1 of every group) and returns true.
-template <typename T, bool HasMomentum>
-class Owned final : public runner::Optimizer {
- public:
-  explicit Owned(std::unique_ptr<T> optimizer) : optimizer_(std::move(optimizer)) {}
-  torch::optim::Optimizer& get() override { return *optimizer_; }
-  bool set_momentum(double momentum) override {
-    if constexpr (HasMomentum) {
-      optimizer_->set_momentum(momentum);
-      return true;
-    } else {
-      static_cast<void>(momentum);
-      return false;
-    }
-  }
-
- private:
-  std::unique_ptr<T> optimizer_;
-};
 
 }  // namespace runner::optim
