@@ -1,3 +1,4 @@
+// The augmentations of [data] on whole batches (augment.hpp).
 #include "runner/engine/augment.hpp"
 
 #include <ATen/Dispatch.h>

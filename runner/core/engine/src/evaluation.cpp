@@ -1,3 +1,4 @@
+// Held-out evaluation and the weights a run starts from, checks and saves (evaluation.hpp).
 #include "evaluation.hpp"
 
 #include "training_setup.hpp"

@@ -1,3 +1,4 @@
+// Per-step phase timing: a host clock on the CPU, CUDA events on a GPU (phase_clock.hpp).
 #include "runner/engine/phase_clock.hpp"
 
 #include "runner/common/error.hpp"

@@ -1,3 +1,4 @@
+// The data pipeline every loader runs through: order, workers, reorder queue (pipeline.hpp).
 #include "runner/engine/pipeline.hpp"
 
 #include <c10/util/Exception.h>

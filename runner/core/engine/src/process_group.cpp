@@ -1,3 +1,4 @@
+// c10d process groups (Gloo, NCCL) for data-parallel runs (process_group.hpp).
 #include "runner/engine/process_group.hpp"
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>

@@ -1,3 +1,4 @@
+// What the ranks of a data-parallel run tell each other through its store (ranks.hpp).
 #include "runner/engine/ranks.hpp"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>

@@ -1,3 +1,4 @@
+// Gradient averaging for data-parallel training: DDP's Reducer or after backward (reducer.hpp).
 #include "runner/engine/reducer.hpp"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>

@@ -1,3 +1,4 @@
+// Sample order for the data pipeline: seeded shuffling, batching, epochs (sampler.hpp).
 #include "runner/engine/sampler.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The step loop shared by training and inference: warm-up, measured steps, records (step_loop.hpp).
 #include "runner/engine/step_loop.hpp"
 
 #include <chrono>

@@ -1,3 +1,4 @@
+// The training setup of a run: precision, memory format, schedule, clipping (training_setup.hpp).
 #include "training_setup.hpp"
 
 #include <c10/core/MemoryFormat.h>

@@ -1,3 +1,4 @@
+// Steady-state detection for warmup = "auto" (warmup.hpp).
 #include "runner/engine/warmup.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// An experiment as written: its files and extends merged, --set applied (document.hpp).
 #include "document.hpp"
 
 #include <algorithm>

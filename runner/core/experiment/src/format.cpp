@@ -1,3 +1,4 @@
+// How TOML values are read, described and located in messages (format.hpp).
 #include "format.hpp"
 
 #include "limits.hpp"

@@ -1,3 +1,4 @@
+// Bounds on what an experiment may make runner read and build (limits.hpp).
 #include "limits.hpp"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Autocast for a scope, as torch.autocast does (autocast.hpp).
 #include "runner/training/autocast.hpp"
 
 #include <ATen/autocast_mode.h>

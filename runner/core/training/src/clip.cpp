@@ -1,3 +1,4 @@
+// Gradient clipping by global L2 norm (clip.hpp).
 #include "runner/training/clip.hpp"
 
 #include <ATen/ops/_foreach_mul.h>

@@ -1,3 +1,4 @@
+// Dynamic loss scaling for float16 training, as torch.amp.GradScaler does (grad_scaler.hpp).
 #include "runner/training/grad_scaler.hpp"
 
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>

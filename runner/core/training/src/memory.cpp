@@ -1,3 +1,4 @@
+// Peak memory of a run on every device (memory.hpp).
 #include "runner/training/memory.hpp"
 
 #include <c10/core/Allocator.h>

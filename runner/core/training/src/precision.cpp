@@ -1,3 +1,4 @@
+// Precision modes of a run (precision.hpp).
 #include "runner/training/precision.hpp"
 
 #include "runner/training/names.hpp"

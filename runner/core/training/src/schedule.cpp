@@ -1,3 +1,4 @@
+// Learning-rate schedules in closed form, as PyTorch's schedulers set them (schedule.hpp).
 #include "runner/training/schedule.hpp"
 
 #include <algorithm>
