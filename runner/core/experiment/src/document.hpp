@@ -1,7 +1,7 @@
 // An experiment as written (internal): the root file and the files it
 // extends, merged into one Document, with the --set values applied. Only the
 // shape of the files is checked here (sections, sweep axes, trial tables,
-// extends); values are checked per trial by experiment.cpp.
+// extends); values are checked per trial by host_keys.cpp and paths.cpp.
 #pragma once
 
 #include <toml++/toml.h>
