@@ -17,7 +17,7 @@ namespace runner {
 namespace {
 
 using nlohmann::json;
-using experiment_detail::toml_quote;
+using experiment::detail::toml_quote;
 
 std::optional<std::string> toml_value(const json& v) {
   switch (v.type()) {

@@ -12,7 +12,7 @@
 #include "limits.hpp"
 #include "runner/common/strings.hpp"
 
-namespace runner::experiment_detail {
+namespace runner::experiment::detail {
 
 namespace fs = std::filesystem;
 
@@ -513,4 +513,4 @@ void load_sources(const fs::path& root, const std::vector<std::string>& set_over
   }
 }
 
-}  // namespace runner::experiment_detail
+}  // namespace runner::experiment::detail

@@ -14,7 +14,7 @@
 
 #include "format.hpp"
 
-namespace runner::experiment_detail {
+namespace runner::experiment::detail {
 
 /// A configuration section ([model], [train], ...) and its keys.
 struct Section {
@@ -68,4 +68,4 @@ void load_sources(const std::filesystem::path& root, const std::vector<std::stri
 /// place, or appends it, adding the section when it is missing.
 void apply_override(std::vector<Section>& sections, const Leaf& leaf);
 
-}  // namespace runner::experiment_detail
+}  // namespace runner::experiment::detail

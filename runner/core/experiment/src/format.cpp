@@ -15,7 +15,7 @@
 #include "runner/common/json.hpp"
 #include "runner/common/strings.hpp"
 
-namespace runner::experiment_detail {
+namespace runner::experiment::detail {
 
 // ---------------------------------------------------------------------------------
 
@@ -379,4 +379,4 @@ void Checker::check_items(const OptionSpec& spec, const toml::array& array,
   fail(array, "'" + dotted + "' must have " + bound + ", found " + std::to_string(found), hint);
 }
 
-}  // namespace runner::experiment_detail
+}  // namespace runner::experiment::detail

@@ -17,7 +17,7 @@
 #include "runner/experiment/experiment.hpp"
 #include "runner/options.hpp"
 
-namespace runner::experiment_detail {
+namespace runner::experiment::detail {
 
 // --- sections and host keys --------------------------------------------------------
 // Every known section and host-level key lives in one table, so that a new key
@@ -185,4 +185,4 @@ class Checker {
   const Origins* origins_;
 };
 
-}  // namespace runner::experiment_detail
+}  // namespace runner::experiment::detail

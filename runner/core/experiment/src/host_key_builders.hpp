@@ -12,7 +12,7 @@
 
 #include "format.hpp"
 
-namespace runner::experiment_detail::host_key_builders {
+namespace runner::experiment::detail::host_key_builders {
 
 inline OptionSpec spec_of(std::string name, OptionType type, std::optional<OptionValue> def,
                    std::string doc) {
@@ -119,4 +119,4 @@ inline HostKey channels_key(std::string name, std::string doc, Apply apply) {
   return key;
 }
 
-}  // namespace runner::experiment_detail::host_key_builders
+}  // namespace runner::experiment::detail::host_key_builders

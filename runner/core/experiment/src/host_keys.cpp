@@ -15,15 +15,15 @@
 
 namespace runner {
 
-using experiment_detail::find_key;
-using experiment_detail::find_section;
-using experiment_detail::HostKey;
-using experiment_detail::key_names;
-using experiment_detail::KeyRole;
-using experiment_detail::Leaf;
-using experiment_detail::render;
-using experiment_detail::Section;
-using experiment_detail::SectionSpec;
+using experiment::detail::find_key;
+using experiment::detail::find_section;
+using experiment::detail::HostKey;
+using experiment::detail::key_names;
+using experiment::detail::KeyRole;
+using experiment::detail::Leaf;
+using experiment::detail::render;
+using experiment::detail::Section;
+using experiment::detail::SectionSpec;
 
 ParsedExperiment::HostConfig ParsedExperiment::check_host(
     const std::vector<Section>& sections) const {
@@ -102,9 +102,9 @@ void ParsedExperiment::check_key_combinations(const Experiment& e) const {
             "remove warmup_steps; pct_start sets the fraction of steps the lr rises");
   if (s.type == "one_cycle" && s.base_momentum > s.max_momentum)
     fail_at("schedule.base_momentum",
-            "'schedule.base_momentum' (" + experiment_detail::shortest(s.base_momentum) +
+            "'schedule.base_momentum' (" + experiment::detail::shortest(s.base_momentum) +
                 ") is above 'schedule.max_momentum' (" +
-                experiment_detail::shortest(s.max_momentum) + ")",
+                experiment::detail::shortest(s.max_momentum) + ")",
             "the momentum falls from max_momentum to base_momentum while the lr rises");
   const std::int64_t total = e.total_train_steps();
   if (s.warmup_steps >= total)
@@ -135,7 +135,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
       const auto* name = item.node->as_string();
       if (name == nullptr)
         check_.fail(*item.node, "'" + dotted + "' must be a string, found " +
-                                    experiment_detail::describe(*item.node));
+                                    experiment::detail::describe(*item.node));
       if (name->get().empty()) check_.fail(*item.node, "'" + dotted + "' must not be empty");
       pending.name = name->get();
       pending.name_node = item.node;
@@ -176,7 +176,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
                       "punctuation");
         if (host->positive && std::get<double>(value) <= 0)
           check_.fail(*item.node, "'" + dotted + "' must be > 0, found " +
-                                      experiment_detail::shortest(std::get<double>(value)));
+                                      experiment::detail::shortest(std::get<double>(value)));
         host->apply(config.experiment, value);
         break;
       }
@@ -214,7 +214,7 @@ void ParsedExperiment::read_environment(const Section& section, Experiment& e) c
     if (text == nullptr)
       check_.fail(*item.node,
                   "'" + dotted + "' must be a string, found " +
-                      experiment_detail::describe(*item.node),
+                      experiment::detail::describe(*item.node),
                   "environment values are text: write " + item.key + " = \"" +
                       (item.node->is_value() ? render(*item.node) : std::string("...")) +
                       "\"");

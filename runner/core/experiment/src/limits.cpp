@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-namespace runner::experiment_detail {
+namespace runner::experiment::detail {
 namespace {
 
 std::string kind_of(mode_t mode) {
@@ -251,4 +251,4 @@ std::optional<TextProblem> find_text_problem(std::string_view text) {
   return std::nullopt;
 }
 
-}  // namespace runner::experiment_detail
+}  // namespace runner::experiment::detail

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace runner::experiment_detail {
+namespace runner::experiment::detail {
 
 /// Largest experiment file (the root or one it extends), bytes.
 inline constexpr std::size_t kMaxFileBytes = 8 * 1024 * 1024;
@@ -63,4 +63,4 @@ struct TextProblem {
 /// under-counts what the parser will build.
 [[nodiscard]] std::optional<TextProblem> find_text_problem(std::string_view text);
 
-}  // namespace runner::experiment_detail
+}  // namespace runner::experiment::detail

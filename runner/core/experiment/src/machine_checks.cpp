@@ -10,8 +10,8 @@
 
 namespace runner {
 
-using experiment_detail::Leaf;
-using experiment_detail::Section;
+using experiment::detail::Leaf;
+using experiment::detail::Section;
 
 // What [runtime] asks of this machine: the allocator's library installed, the
 // CPUs and the NUMA node present. Each problem is reported at its key.

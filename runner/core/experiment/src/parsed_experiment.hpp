@@ -7,6 +7,7 @@
 //   machine_checks.cpp  what a trial asks of this machine ([runtime], backend)
 //   paths.cpp           paths relative to the file that writes them, and the
 //                       files named by content (weights, save_to)
+//   plugin_options.cpp  a plugin's table against its declared options and rules
 // (internal; not installed).
 #pragma once
 
@@ -46,9 +47,9 @@ class ParsedExperiment {
   [[nodiscard]] std::vector<Trial> expand(const PluginCatalog& catalog) const;
 
  private:
-  using Leaf = experiment_detail::Leaf;
-  using Section = experiment_detail::Section;
-  using SectionSpec = experiment_detail::SectionSpec;
+  using Leaf = experiment::detail::Leaf;
+  using Section = experiment::detail::Section;
+  using SectionSpec = experiment::detail::SectionSpec;
 
   // A plugin section whose options wait for the catalog.
   struct PendingPlugin {
@@ -105,16 +106,17 @@ class ParsedExperiment {
                                         const std::string& hint) const;
   void check_save_to(std::int64_t repeats) const;
 
-  // experiment.cpp
+  // plugin_options.cpp
   [[nodiscard]] PluginChoice resolve_plugin(const PendingPlugin& pending,
                                             const PluginCatalog& catalog) const;
   [[nodiscard]] PluginChoice default_comm_hook(const Section& distributed,
                                                const PluginCatalog& catalog) const;
+  // experiment.cpp
   [[nodiscard]] Experiment resolve(const std::vector<Section>& sections,
                                    const PluginCatalog& catalog) const;
 
-  experiment_detail::Sources sources_;
-  experiment_detail::Checker check_;
+  experiment::detail::Sources sources_;
+  experiment::detail::Checker check_;
   Experiment defaults_;  // defaults and where the experiment came from
   std::int64_t trials_ = 1;  // [[trial]] tables (1 without any)
   std::int64_t points_ = 1;  // points of the sweep (1 without [sweep])

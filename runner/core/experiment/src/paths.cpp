@@ -18,8 +18,8 @@ namespace runner {
 
 namespace fs = std::filesystem;
 
-using experiment_detail::Leaf;
-using experiment_detail::Section;
+using experiment::detail::Leaf;
+using experiment::detail::Section;
 
 std::filesystem::path ParsedExperiment::absolute_path(const std::string& text,
                                                       const toml::node& node) const {
@@ -35,7 +35,7 @@ std::string ParsedExperiment::read_path(const toml::node& node, const std::strin
   const auto* text = node.as_string();
   if (text == nullptr)
     check_.fail(node, "'" + dotted + "' must be a string, found " +
-                          experiment_detail::describe(node));
+                          experiment::detail::describe(node));
   if (text->get().empty()) check_.fail(node, "'" + dotted + "' must not be empty");
   return absolute_path(text->get(), node).string();
 }
@@ -64,7 +64,7 @@ void ParsedExperiment::read_path_list(const toml::node& node, const std::string&
   const auto* array = node.as_array();
   if (array == nullptr)
     check_.fail(node, "'" + dotted + "' must be a string or a list of strings, found " +
-                          experiment_detail::describe(node));
+                          experiment::detail::describe(node));
   for (std::size_t i = 0; i < array->size(); ++i)
     e.plugin_paths.emplace_back(read_path(*array->get(i), dotted + "[" + std::to_string(i) + "]"));
 }

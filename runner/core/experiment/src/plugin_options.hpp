@@ -1,4 +1,6 @@
-// The rules a plugin states over its options taken together (OptionSchema's
+// A plugin's table in an experiment resolved against the plugin's declared
+// options (ParsedExperiment::resolve_plugin, in plugin_options.cpp), and the
+// rules the plugin states over its options taken together (OptionSchema's
 // checks), applied to one trial's resolved options.
 #pragma once
 
@@ -7,7 +9,10 @@
 #include "runner/experiment/catalog.hpp"
 #include "runner/experiment/experiment.hpp"
 
-namespace runner::experiment_detail {
+namespace runner::experiment::detail {
+
+/// The hint of every error about a plugin's options: where to read them.
+[[nodiscard]] std::string describe_hint(const std::string& plugin);
 
 /// Runs every check `plugin` declares over `choice`'s options (section
 /// `section`). A runner::OptionError is thrown as runner::Error (input) at
@@ -17,4 +22,4 @@ namespace runner::experiment_detail {
 void check_option_rules(const PluginDescriptor& plugin, const PluginChoice& choice,
                         const std::string& section);
 
-}  // namespace runner::experiment_detail
+}  // namespace runner::experiment::detail

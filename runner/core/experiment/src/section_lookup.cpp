@@ -13,7 +13,7 @@
 
 namespace runner {
 
-namespace experiment_detail {
+namespace experiment::detail {
 
 const SectionSpec* find_section(std::string_view name) {
   for (const auto& section : section_specs())
@@ -99,10 +99,10 @@ std::string fixed_keys_list() {
   return join(names, ", ");
 }
 
-}  // namespace experiment_detail
+}  // namespace experiment::detail
 
 const std::string& section_of(PluginKind kind) {
-  for (const auto& section : experiment_detail::section_specs())
+  for (const auto& section : experiment::detail::section_specs())
     if (section.plugin == kind) return section.name;
   throw std::logic_error("no experiment section configures this plugin kind");
 }

@@ -9,7 +9,7 @@
 #include "host_key_builders.hpp"
 #include "runner/common/strings.hpp"
 
-namespace runner::experiment_detail {
+namespace runner::experiment::detail {
 
 using namespace host_key_builders;  // the table is written in them
 
@@ -493,4 +493,4 @@ const std::vector<SectionSpec>& section_specs() {
   return specs;
 }
 
-}  // namespace runner::experiment_detail
+}  // namespace runner::experiment::detail

@@ -16,10 +16,10 @@
 
 namespace runner {
 
-using experiment_detail::apply_override;
-using experiment_detail::Leaf;
-using experiment_detail::render;
-using experiment_detail::Section;
+using experiment::detail::apply_override;
+using experiment::detail::Leaf;
+using experiment::detail::render;
+using experiment::detail::Section;
 
 namespace {
 
