@@ -90,7 +90,7 @@ KernelCase scale_case(const ScaleOptions& o) {
   KernelCase c = common({"runner::scale", "runner::scale.out"});
   const double s = o.factor;
   // One rounding of a product: float32's 2^-24 relative, bfloat16's 2^-9,
-  // float16's 2^-11 (measured: tests/kernels/cpu_cases_test.cpp).
+  // float16's 2^-11 (measured: tests/plugins/kernels/cpu_cases_test.cpp).
   c.tolerance = {{at::kFloat, 1e-6}, {at::kDouble, 1e-12}, {at::kBFloat16, 8e-3},
                  {at::kHalf, 1e-3}};
   c.check_shape = [](const Shape& shape) { return check_rows_shape("scale", shape); };

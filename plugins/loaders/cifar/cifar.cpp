@@ -26,7 +26,7 @@ struct CifarOptions {
 
 // One file's records, mapped.
 struct Part {
-  runner::loaders::MappedFile file;
+  runner_loaders::MappedFile file;
   std::int64_t records = 0;
   std::int64_t first = 0;  // index of its first record in the data set
 };
@@ -42,7 +42,7 @@ class Cifar final : public runner::Loader {
                                           "CIFAR-100's (variant = \"cifar100\")");
     const std::int64_t record = label_bytes_ + kPixels;
     for (const std::string& name : file_names(o, context.split)) {
-      Part part{runner::loaders::MappedFile(o.path + "/" + name, option_of(o, context.split)), 0,
+      Part part{runner_loaders::MappedFile(o.path + "/" + name, option_of(o, context.split)), 0,
                 size_};
       const auto bytes = static_cast<std::int64_t>(part.file.size());
       if (bytes == 0) throw runner::DataError("'" + part.file.path() + "' is empty");
@@ -54,7 +54,7 @@ class Cifar final : public runner::Loader {
                                 std::to_string(bytes % record) + " bytes over)");
       part.records = bytes / record;
       const std::uint8_t* data = part.file.data();
-      runner::loaders::check_labels(part.file.path(), part.records, classes_, label_offset_, record,
+      runner_loaders::check_labels(part.file.path(), part.records, classes_, label_offset_, record,
                                     [&](std::int64_t r) { return data[r * record + label_offset_]; });
       part.file.advise_random();
       size_ += part.records;
@@ -71,7 +71,7 @@ class Cifar final : public runner::Loader {
   }
 
   runner::Batch get_batch(const std::vector<std::int64_t>& indices) override {
-    return runner::loaders::gather(
+    return runner_loaders::gather(
         indices, size_, {3, 32, 32}, torch::kUInt8, kPixels,
         [&](std::int64_t i) { return record(i) + label_bytes_; },
         [&](std::int64_t i) { return static_cast<std::int64_t>(record(i)[label_offset_]); });

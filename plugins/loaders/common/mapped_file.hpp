@@ -18,7 +18,10 @@
 #include <runner/loader.hpp>
 #include <runner/options.hpp>
 
-namespace runner::loaders {
+namespace runner_loaders {
+
+using runner::DataError;
+using runner::OptionError;
 
 /// The bytes of one file, mapped read-only for the object's lifetime.
 class MappedFile {
@@ -75,4 +78,4 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
-}  // namespace runner::loaders
+}  // namespace runner_loaders

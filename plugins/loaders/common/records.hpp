@@ -12,7 +12,10 @@
 
 #include <runner/loader.hpp>
 
-namespace runner::loaders {
+namespace runner_loaders {
+
+using runner::Batch;
+using runner::DataError;
 
 /// Throws DataError when a label (one integer per record, at `first_offset`
 /// + record x `stride` bytes of `file`, read by `label_at`) is outside
@@ -60,4 +63,4 @@ Batch gather(const std::vector<std::int64_t>& indices, std::int64_t size,
   return b;
 }
 
-}  // namespace runner::loaders
+}  // namespace runner_loaders

@@ -23,7 +23,7 @@ struct MnistOptions {
 
 // A mapped IDX file of unsigned bytes with `dims` dimensions, checked.
 struct Idx {
-  runner::loaders::MappedFile file;
+  runner_loaders::MappedFile file;
   std::vector<std::int64_t> shape;
   std::size_t header = 0;
   [[nodiscard]] const std::uint8_t* data() const { return file.data() + header; }
@@ -34,7 +34,7 @@ Idx open_idx(const std::string& folder, const std::string& name, std::size_t dim
   if (!std::filesystem::exists(path) && std::filesystem::exists(path + ".gz"))
     throw runner::OptionError("path", "'" + path + "' is missing, but '" + name +
                                           ".gz' is there: decompress it with gunzip");
-  Idx idx{runner::loaders::MappedFile(path, "path"), {}, 4 + 4 * dims};
+  Idx idx{runner_loaders::MappedFile(path, "path"), {}, 4 + 4 * dims};
   const std::uint8_t* b = idx.file.data();
   const std::size_t size = idx.file.size();
   if (size < 4 || b[0] != 0 || b[1] != 0)
@@ -80,7 +80,7 @@ class Mnist final : public runner::Loader {
                               labels_.file.path() + "' has " + std::to_string(labels_.shape[0]) +
                               " labels");
     const std::uint8_t* labels = labels_.data();
-    runner::loaders::check_labels(labels_.file.path(), labels_.shape[0], classes_,
+    runner_loaders::check_labels(labels_.file.path(), labels_.shape[0], classes_,
                                   static_cast<std::int64_t>(labels_.header), 1,
                                   [&](std::int64_t r) { return labels[r]; });
   }
@@ -97,7 +97,7 @@ class Mnist final : public runner::Loader {
 
   runner::Batch get_batch(const std::vector<std::int64_t>& indices) override {
     const auto pixels = static_cast<std::size_t>(images_.shape[1] * images_.shape[2]);
-    return runner::loaders::gather(
+    return runner_loaders::gather(
         indices, size(), {1, images_.shape[1], images_.shape[2]}, torch::kUInt8, pixels,
         [&](std::int64_t i) { return images_.data() + static_cast<std::size_t>(i) * pixels; },
         [&](std::int64_t i) { return static_cast<std::int64_t>(labels_.data()[i]); });

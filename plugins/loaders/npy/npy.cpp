@@ -38,7 +38,7 @@ const std::map<std::string, Dtype>& dtypes() {
 
 // A mapped .npy file: its dtype, shape and where the data starts.
 struct Array {
-  runner::loaders::MappedFile file;
+  runner_loaders::MappedFile file;
   Dtype dtype{};
   std::vector<std::int64_t> shape;
   std::size_t data = 0;  // byte offset of the data
@@ -60,7 +60,7 @@ std::string field(const std::string& header, const std::string& key, const std::
 }
 
 Array open_npy(const std::string& path, const std::string& option) {
-  Array a{runner::loaders::MappedFile(path, option), {}, {}, 0};
+  Array a{runner_loaders::MappedFile(path, option), {}, {}, 0};
   const std::uint8_t* b = a.file.data();
   const std::size_t size = a.file.size();
   if (size < 10 || std::memcmp(b, "\x93NUMPY", 6) != 0)
@@ -156,7 +156,7 @@ class Npy final : public runner::Loader {
                                 " needs integer labels");
       const torch::Tensor all = column(*labels_).to(torch::kLong);
       const std::int64_t* v = all.data_ptr<std::int64_t>();
-      runner::loaders::check_labels(labels, labels_->shape[0], classes_,
+      runner_loaders::check_labels(labels, labels_->shape[0], classes_,
                                     static_cast<std::int64_t>(labels_->data),
                                     static_cast<std::int64_t>(labels_->dtype.size),
                                     [&](std::int64_t r) { return v[r]; });
@@ -200,7 +200,7 @@ class Npy final : public runner::Loader {
   }
   static torch::Tensor rows(const Array& a, const std::vector<std::int64_t>& indices) {
     const std::size_t bytes = a.row_bytes();
-    runner::Batch b = runner::loaders::gather(
+    runner::Batch b = runner_loaders::gather(
         indices, a.shape[0], {a.shape.begin() + 1, a.shape.end()}, a.dtype.type, bytes,
         [&](std::int64_t i) { return a.file.data() + a.data + static_cast<std::size_t>(i) * bytes; },
         [](std::int64_t) { return std::int64_t{0}; });

@@ -165,7 +165,7 @@ class Tokens final : public runner::Loader {
     }
   }
 
-  runner::loaders::MappedFile file_;
+  runner_loaders::MappedFile file_;
   std::int64_t width_, seq_len_, vocab_, stride_;
   bool stream_;
   std::int64_t first_ = 0;    // the split's first token

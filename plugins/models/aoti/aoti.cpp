@@ -20,7 +20,7 @@
 
 namespace {
 
-using runner_exported::ExportMeta;
+using runner_models::exported::ExportMeta;
 
 struct AotiOptions {
   std::string package;
@@ -56,16 +56,16 @@ class Aoti final : public runner::Model {
       throw runner::OptionError(
           "model_name", what + " has no AOTInductor model '" + o.model_name +
                             "', or is not an AOTInductor package (" +
-                            runner_exported::first_line(e.what_without_backtrace()) +
+                            runner_models::exported::first_line(e.what_without_backtrace()) +
                             "). runner-export names its model \"model\"");
     }
-    meta_ = runner_exported::parse_meta(stored, "package");
+    meta_ = runner_models::exported::parse_meta(stored, "package");
     if (context.training)
       throw runner::OptionError("package", what +
                                                " runs inference only (AOTInductor compiles the "
                                                "forward pass); set experiment.kind = \"infer\", or "
                                                "train its model with the torchscript plugin");
-    runner_exported::check_meta(meta_, context, "package", what);
+    runner_models::exported::check_meta(meta_, context, "package", what);
     if (!device_.is_cuda()) check_cpu_isa(meta_, what);
     try {
       loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
@@ -73,9 +73,9 @@ class Aoti final : public runner::Model {
           device_.has_index() ? device_.index() : static_cast<c10::DeviceIndex>(-1));
     } catch (const c10::Error& e) {
       throw runner::OptionError("package", what + " cannot be loaded: " +
-                                               runner_exported::first_line(e.what_without_backtrace()));
+                                               runner_models::exported::first_line(e.what_without_backtrace()));
     }
-    provenance_ = runner_exported::provenance(meta_);
+    provenance_ = runner_models::exported::provenance(meta_);
     provenance_["format"] = "aoti";
     provenance_["model_name"] = o.model_name;
   }
@@ -83,18 +83,18 @@ class Aoti final : public runner::Model {
   torch::nn::Module& module() override { return holder_; }
 
   torch::Tensor forward(const runner::Batch& batch) override {
-    runner_exported::check_inputs(meta_, batch.inputs);
+    runner_models::exported::check_inputs(meta_, batch.inputs);
     std::vector<torch::Tensor> outputs = loader_->run({batch.inputs.contiguous()});
     if (outputs.empty()) throw std::runtime_error("the package's model returned no output");
     return outputs.front();
   }
 
   torch::Tensor loss(const torch::Tensor& output, const runner::Batch& batch) override {
-    return runner_exported::logits_loss(output, batch);
+    return runner_models::exported::logits_loss(output, batch);
   }
 
   runner::Batch example_batch(std::int64_t batch_size, torch::Device device) override {
-    return runner_exported::example_batch(meta_, batch_size, device);
+    return runner_models::exported::example_batch(meta_, batch_size, device);
   }
 
   std::int64_t parameter_count() override { return meta_.parameters < 0 ? 0 : meta_.parameters; }

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <utility>
 
-namespace runner_model_ops {
+namespace runner_models::ops {
 
 /// How the model calls an op of each kind (the schema's float is a double in
 /// C++, its str a c10::string_view, as ATen's own operators take them).
@@ -214,4 +214,4 @@ std::string describe(const c10::TypedOperatorHandle<Fn>& op) {
   return c10::toString(op.schema()) + ", " + op.debug();
 }
 
-}  // namespace runner_model_ops
+}  // namespace runner_models::ops

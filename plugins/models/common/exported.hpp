@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace runner_exported {
+namespace runner_models::exported {
 
 /// A model's inputs and provenance, from the exporter's runner.* keys (or
 /// from the plugin's options for a file the exporter did not write).
@@ -223,4 +223,4 @@ inline std::map<std::string, std::string> provenance(const ExportMeta& meta) {
   return out;
 }
 
-}  // namespace runner_exported
+}  // namespace runner_models::exported

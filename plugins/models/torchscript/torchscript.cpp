@@ -28,7 +28,7 @@
 
 namespace {
 
-using runner_exported::ExportMeta;
+using runner_models::exported::ExportMeta;
 
 struct TorchScriptOptions {
   std::string file;
@@ -70,7 +70,7 @@ class TorchScript final : public runner::Model {
       scripted_ = torch::jit::load(o.file, context.device, extra);
     } catch (const c10::Error& e) {
       throw runner::OptionError("file", what + " is not a TorchScript module (" +
-                                            runner_exported::first_line(e.what_without_backtrace()) +
+                                            runner_models::exported::first_line(e.what_without_backtrace()) +
                                             "); save one with torch.jit.save or runner-export");
     }
     std::map<std::string, std::string> stored;
@@ -81,18 +81,18 @@ class TorchScript final : public runner::Model {
       for (const auto& [key, value] : json.items())
         if (value.is_string()) stored[key] = value.get<std::string>();
     }
-    meta_ = runner_exported::parse_meta(stored, "file");
+    meta_ = runner_models::exported::parse_meta(stored, "file");
     // TorchScript runs any batch size: the batch dimension is always dynamic.
     meta_.dynamic_dims.push_back(0);
     if (!o.input_shape.empty()) {
       meta_.input_shape = o.input_shape;
       meta_.input_shape.insert(meta_.input_shape.begin(), 1);
-      const auto dtype = runner_exported::dtype_of(o.input_dtype);
+      const auto dtype = runner_models::exported::dtype_of(o.input_dtype);
       if (!dtype) throw runner::OptionError("input_dtype", "unknown dtype '" + o.input_dtype + "'");
       meta_.input_dtype = *dtype;
       meta_.input_high = o.input_high;
     }
-    runner_exported::check_meta(meta_, context, "file", what);
+    runner_models::exported::check_meta(meta_, context, "file", what);
     if (context.training && (o.freeze || o.optimize_for_inference))
       throw runner::OptionError(o.freeze ? "freeze" : "optimize_for_inference",
                                 "freezing inlines the weights as constants, so a frozen module "
@@ -105,7 +105,7 @@ class TorchScript final : public runner::Model {
       } catch (const c10::Error& e) {
         throw runner::OptionError(o.optimize_for_inference ? "optimize_for_inference" : "freeze",
                                   what + " cannot be frozen: " +
-                                      runner_exported::first_line(e.what_without_backtrace()));
+                                      runner_models::exported::first_line(e.what_without_backtrace()));
       }
     }
     mirror_ = std::make_shared<Mirror>(scripted_);
@@ -113,7 +113,7 @@ class TorchScript final : public runner::Model {
       throw runner::OptionError("file", what +
                                             " has no trainable parameters; train a module saved "
                                             "with its parameters (not frozen), or run inference");
-    provenance_ = runner_exported::provenance(meta_);
+    provenance_ = runner_models::exported::provenance(meta_);
     provenance_["format"] = "torchscript";
     provenance_["frozen"] = o.freeze || o.optimize_for_inference ? "true" : "false";
     provenance_["optimized_for_inference"] = o.optimize_for_inference ? "true" : "false";
@@ -122,7 +122,7 @@ class TorchScript final : public runner::Model {
   torch::nn::Module& module() override { return *mirror_; }
 
   torch::Tensor forward(const runner::Batch& batch) override {
-    runner_exported::check_inputs(meta_, batch.inputs);
+    runner_models::exported::check_inputs(meta_, batch.inputs);
     const c10::IValue out = scripted_.forward({batch.inputs});
     if (!out.isTensor())
       throw std::runtime_error("the module returned " + out.tagKind() +
@@ -131,11 +131,11 @@ class TorchScript final : public runner::Model {
   }
 
   torch::Tensor loss(const torch::Tensor& output, const runner::Batch& batch) override {
-    return runner_exported::logits_loss(output, batch);
+    return runner_models::exported::logits_loss(output, batch);
   }
 
   runner::Batch example_batch(std::int64_t batch_size, torch::Device device) override {
-    return runner_exported::example_batch(meta_, batch_size, device);
+    return runner_models::exported::example_batch(meta_, batch_size, device);
   }
 
   std::map<std::string, std::string> provenance() override { return provenance_; }

@@ -43,7 +43,7 @@ torch::nn::LayerNorm layer_norm(const LmConfig& c) {
 torch::Tensor normalise(torch::nn::LayerNorm& norm, const torch::Tensor& x,
                         const LmOps& ops) {
   if (!ops.layernorm) return norm->forward(x);
-  return runner_model_ops::layer_norm(*ops.layernorm, x, norm->weight, norm->bias,
+  return runner_models::ops::layer_norm(*ops.layernorm, x, norm->weight, norm->bias,
                                       norm->options.eps());
 }
 
@@ -83,14 +83,14 @@ class Mlp : public torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& x) {
     const torch::Tensor h =
-        bias_gelu_ ? runner_model_ops::linear_gelu(*bias_gelu_, x, c_fc_->weight, c_fc_->bias, "tanh")
+        bias_gelu_ ? runner_models::ops::linear_gelu(*bias_gelu_, x, c_fc_->weight, c_fc_->bias, "tanh")
                    : F::gelu(c_fc_->forward(x), F::GELUFuncOptions().approximate("tanh"));
     return maybe_dropout(c_proj_->forward(h), dropout_, is_training());
   }
 
  private:
   double dropout_;
-  std::optional<c10::TypedOperatorHandle<runner_model_ops::BiasGeluFn>> bias_gelu_;
+  std::optional<c10::TypedOperatorHandle<runner_models::ops::BiasGeluFn>> bias_gelu_;
   torch::nn::Linear c_fc_, c_proj_;
 };
 

@@ -49,7 +49,7 @@ class RmsNorm : public torch::nn::Module {
         weight_(register_parameter("weight", torch::ones({c.width}))) {}
 
   torch::Tensor forward(const torch::Tensor& x) {
-    if (op_) return runner_model_ops::rms_norm(*op_, x, weight_, eps_);
+    if (op_) return runner_models::ops::rms_norm(*op_, x, weight_, eps_);
     const torch::Tensor x32 = x.to(torch::kFloat);
     const torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + eps_);
     return weight_ * normed.to(x.scalar_type());
@@ -57,7 +57,7 @@ class RmsNorm : public torch::nn::Module {
 
  private:
   double eps_;
-  std::optional<c10::TypedOperatorHandle<runner_model_ops::RmsNormFn>> op_;
+  std::optional<c10::TypedOperatorHandle<runner_models::ops::RmsNormFn>> op_;
   torch::Tensor weight_;
 };
 

@@ -144,7 +144,7 @@ LmConfig resolve(const LmOptions& o, const runner::ModelContext& context) {
   c.rope_theta = o.rope_theta;
   c.dropout = o.dropout;
   c.checkpoint = {o.checkpoint, o.checkpoint_every};
-  namespace ops = runner_model_ops;
+  namespace ops = runner_models::ops;
   if (c.llama) {
     c.ops.rmsnorm = ops::find_op("norm_op", o.norm_op, ops::kRmsNorm, context);
   } else {
@@ -156,9 +156,9 @@ LmConfig resolve(const LmOptions& o, const runner::ModelContext& context) {
 
 std::map<std::string, std::string> LmOps::provenance() const {
   std::map<std::string, std::string> out;
-  if (layernorm) out["norm_op"] = runner_model_ops::describe(*layernorm);
-  if (rmsnorm) out["norm_op"] = runner_model_ops::describe(*rmsnorm);
-  if (bias_gelu) out["activation_op"] = runner_model_ops::describe(*bias_gelu);
+  if (layernorm) out["norm_op"] = runner_models::ops::describe(*layernorm);
+  if (rmsnorm) out["norm_op"] = runner_models::ops::describe(*rmsnorm);
+  if (bias_gelu) out["activation_op"] = runner_models::ops::describe(*bias_gelu);
   return out;
 }
 

@@ -44,9 +44,9 @@ struct LmOptions {
 
 /// The custom ops the options name, looked up and checked (empty: ATen's path).
 struct LmOps {
-  std::optional<c10::TypedOperatorHandle<runner_model_ops::LayerNormFn>> layernorm;  ///< gpt2
-  std::optional<c10::TypedOperatorHandle<runner_model_ops::RmsNormFn>> rmsnorm;      ///< llama
-  std::optional<c10::TypedOperatorHandle<runner_model_ops::BiasGeluFn>> bias_gelu;   ///< gpt2
+  std::optional<c10::TypedOperatorHandle<runner_models::ops::LayerNormFn>> layernorm;  ///< gpt2
+  std::optional<c10::TypedOperatorHandle<runner_models::ops::RmsNormFn>> rmsnorm;      ///< llama
+  std::optional<c10::TypedOperatorHandle<runner_models::ops::BiasGeluFn>> bias_gelu;   ///< gpt2
   /// Model::provenance: "norm_op" / "activation_op" -> the op's schema and registration.
   [[nodiscard]] std::map<std::string, std::string> provenance() const;
 };

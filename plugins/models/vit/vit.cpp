@@ -59,14 +59,14 @@ struct VitOptions {
 
 /// The custom ops the options name, looked up and checked (empty: ATen's path).
 struct VitOps {
-  std::optional<c10::TypedOperatorHandle<runner_model_ops::LayerNormFn>> layernorm;
-  std::optional<c10::TypedOperatorHandle<runner_model_ops::BiasGeluFn>> bias_gelu;
+  std::optional<c10::TypedOperatorHandle<runner_models::ops::LayerNormFn>> layernorm;
+  std::optional<c10::TypedOperatorHandle<runner_models::ops::BiasGeluFn>> bias_gelu;
 };
 
 /// A LayerNorm's parameters, applied by ATen or by the norm_op.
 torch::Tensor normalise(torch::nn::LayerNorm& norm, const torch::Tensor& x, const VitOps& ops) {
   if (!ops.layernorm) return norm->forward(x);
-  return runner_model_ops::layer_norm(*ops.layernorm, x, norm->weight, norm->bias,
+  return runner_models::ops::layer_norm(*ops.layernorm, x, norm->weight, norm->bias,
                                       norm->options.eps());
 }
 
@@ -169,7 +169,7 @@ class EncoderBlock : public torch::nn::Module {
     if (!ops_.bias_gelu) return mlp_->forward(x);
     // mlp.0 and mlp.1 (exact GELU, as torchvision's) in one op, then mlp.2 to mlp.4.
     const torch::Tensor h =
-        runner_model_ops::linear_gelu(*ops_.bias_gelu, x, first_->weight, first_->bias, "none");
+        runner_models::ops::linear_gelu(*ops_.bias_gelu, x, first_->weight, first_->bias, "none");
     return mlp_dropouts_[1]->forward(second_->forward(mlp_dropouts_[0]->forward(h)));
   }
 
@@ -255,7 +255,7 @@ std::int64_t image_side(const std::vector<std::int64_t>& shape, const VitOptions
 
 /// The ops the options name, looked up and checked against the run.
 VitOps find_ops(const VitOptions& o, const runner::ModelContext& context) {
-  namespace ops = runner_model_ops;
+  namespace ops = runner_models::ops;
   return {ops::find_op("norm_op", o.norm_op, ops::kLayerNorm, context),
           ops::find_op("activation_op", o.activation_op, ops::kBiasGelu, context)};
 }
@@ -327,8 +327,8 @@ class VisionTransformer final : public runner::ClassificationModel {
   /// The custom ops it calls, if any: "norm_op" / "activation_op" -> schema, registration.
   std::map<std::string, std::string> provenance() override {
     std::map<std::string, std::string> out;
-    if (ops_.layernorm) out["norm_op"] = runner_model_ops::describe(*ops_.layernorm);
-    if (ops_.bias_gelu) out["activation_op"] = runner_model_ops::describe(*ops_.bias_gelu);
+    if (ops_.layernorm) out["norm_op"] = runner_models::ops::describe(*ops_.layernorm);
+    if (ops_.bias_gelu) out["activation_op"] = runner_models::ops::describe(*ops_.bias_gelu);
     return out;
   }
 

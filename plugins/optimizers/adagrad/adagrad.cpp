@@ -19,7 +19,7 @@
 
 namespace {
 
-using runner::optim::Impl;
+using runner_optimizers::Impl;
 
 struct AdagradState final : torch::optim::OptimizerCloneableParamState<AdagradState> {
   torch::Tensor step;  // float32 scalar: on the CPU, on the parameter's device if fused
@@ -35,7 +35,7 @@ class Adagrad final : public torch::optim::Optimizer {
   }
 
   torch::Tensor step(LossClosure closure = nullptr) override {
-    return runner::optim::run_step(closure, [&] {
+    return runner_optimizers::run_step(closure, [&] {
       for (auto& group : param_groups_) step_group(group);
     });
   }
@@ -47,11 +47,11 @@ class Adagrad final : public torch::optim::Optimizer {
 
   void step_group(torch::optim::OptimizerParamGroup& group) {
     const auto& o = static_cast<const torch::optim::AdagradOptions&>(group.options());
-    runner::optim::Buckets<Lists> buckets;
+    runner_optimizers::Buckets<Lists> buckets;
     for (const torch::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const torch::Tensor& grad = runner::optim::dense_grad(p, "Adagrad");
-      auto& s = runner::optim::state_of<AdagradState>(state_, p, [&] {
+      const torch::Tensor& grad = runner_optimizers::dense_grad(p, "Adagrad");
+      auto& s = runner_optimizers::state_of<AdagradState>(state_, p, [&] {
         auto made = std::make_unique<AdagradState>();
         made->step = impl_ == Impl::fused
                          ? torch::zeros(at::IntArrayRef{}, p.options().dtype(torch::kFloat32))
@@ -154,9 +154,9 @@ void register_plugins(runner::Registrar& registrar) {
   registrar.add_optimizer(
       "adagrad", "Adagrad, as torch.optim.Adagrad (impl: loop, foreach or fused)", options,
       [](const O& o, const runner::OptimizerContext& context) {
-        const Impl impl = runner::optim::parse_impl(o.impl);
+        const Impl impl = runner_optimizers::parse_impl(o.impl);
         if (impl == Impl::fused)
-          runner::optim::require_fused_kernel("aten::_fused_adagrad_", context.device);
+          runner_optimizers::require_fused_kernel("aten::_fused_adagrad_", context.device);
         torch::optim::AdagradOptions group(o.lr);
         group.lr_decay(o.lr_decay)
             .weight_decay(o.weight_decay)

@@ -18,11 +18,11 @@ struct AdamOptions {
 
 void register_plugins(runner::Registrar& registrar) {
   runner::OptionBinder<AdamOptions> options;
-  runner::optim::declare_adam_options(options, "L2 penalty added to the gradient");
+  runner_optimizers::declare_adam_options(options, "L2 penalty added to the gradient");
   registrar.add_optimizer(
       "adam", "Adam, as torch.optim.Adam (impl: loop, foreach or fused)", options,
       [](const AdamOptions& o, const runner::OptimizerContext& context) {
-        return runner::optim::make_adam<torch::optim::AdamOptions>(o, context);
+        return runner_optimizers::make_adam<torch::optim::AdamOptions>(o, context);
       });
 }
 

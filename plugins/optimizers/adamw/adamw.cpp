@@ -18,12 +18,12 @@ struct AdamWOptions {
 
 void register_plugins(runner::Registrar& registrar) {
   runner::OptionBinder<AdamWOptions> options;
-  runner::optim::declare_adam_options(options,
+  runner_optimizers::declare_adam_options(options,
                                       "decoupled weight decay: p *= 1 - lr * weight_decay");
   registrar.add_optimizer(
       "adamw", "AdamW, as torch.optim.AdamW (impl: loop, foreach or fused)", options,
       [](const AdamWOptions& o, const runner::OptimizerContext& context) {
-        return runner::optim::make_adam<torch::optim::AdamWOptions>(o, context);
+        return runner_optimizers::make_adam<torch::optim::AdamWOptions>(o, context);
       });
 }
 

@@ -32,7 +32,7 @@
 #include "kernels.hpp"
 #include "optimizer_common.hpp"
 
-namespace runner::optim {
+namespace runner_optimizers {
 
 /// One parameter's Adam state, as PyTorch keeps it.
 struct AdamState final : torch::optim::OptimizerCloneableParamState<AdamState> {
@@ -53,7 +53,7 @@ class AdamFamily final : public torch::optim::Optimizer {
   AdamFamily(const std::vector<torch::optim::OptimizerParamGroup>& groups,
              const GroupOptions& defaults, Impl impl)
       : Optimizer(groups, std::make_unique<GroupOptions>(defaults)), impl_(impl) {
-    keep_group_options(*this, groups);
+    runner::keep_group_options(*this, groups);
   }
 
   torch::Tensor step(LossClosure closure = nullptr) override {
@@ -218,8 +218,8 @@ std::unique_ptr<runner::Optimizer> make_adam(const O& o, const runner::Optimizer
   GroupOptions options(o.lr);
   options.betas({o.betas[0], o.betas[1]}).eps(o.eps).weight_decay(o.weight_decay).amsgrad(o.amsgrad);
   auto optimizer = std::make_unique<AdamFamily<GroupOptions>>(
-      decay_groups(context, o.no_decay, options), options, impl);
+      runner::decay_groups(context, o.no_decay, options), options, impl);
   return std::make_unique<runner::OwnedOptimizer<AdamFamily<GroupOptions>, true>>(std::move(optimizer));
 }
 
-}  // namespace runner::optim
+}  // namespace runner_optimizers

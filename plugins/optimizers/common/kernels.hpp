@@ -17,7 +17,7 @@
 
 #include <runner/options.hpp>
 
-namespace runner::optim {
+namespace runner_optimizers {
 
 /// True when the dispatcher holds a kernel of operator `op` (its overload
 /// `overload`, "" for the default one) that serves float32 tensors on
@@ -49,4 +49,4 @@ inline void require_fused_kernel(const std::string& op, const c10::Device& devic
   if (!has_kernel(op.c_str(), "", device.type())) throw missing_fused_kernel(op, device);
 }
 
-}  // namespace runner::optim
+}  // namespace runner_optimizers

@@ -26,7 +26,7 @@
 #include <runner/param_groups.hpp>
 #include <runner/sdk.hpp>
 
-namespace runner::optim {
+namespace runner_optimizers {
 
 /// How an optimizer applies its update, as PyTorch names the three paths.
 enum class Impl {
@@ -119,4 +119,4 @@ inline const torch::Tensor& dense_grad(const torch::Tensor& p, const char* optim
   return grad;
 }
 
-}  // namespace runner::optim
+}  // namespace runner_optimizers

@@ -21,7 +21,7 @@
 
 namespace {
 
-using runner::optim::Impl;
+using runner_optimizers::Impl;
 
 /// Lion's per-group options, in the style of LibTorch's AdamOptions.
 struct LionOptions : public torch::optim::OptimizerCloneableOptions<LionOptions> {
@@ -47,7 +47,7 @@ class Lion final : public torch::optim::Optimizer {
   }
 
   torch::Tensor step(LossClosure closure = nullptr) override {
-    return runner::optim::run_step(closure, [&] {
+    return runner_optimizers::run_step(closure, [&] {
       for (auto& group : param_groups_) step_group(group);
     });
   }
@@ -67,11 +67,11 @@ class Lion final : public torch::optim::Optimizer {
 
   void step_group(torch::optim::OptimizerParamGroup& group) {
     const auto& o = static_cast<const LionOptions&>(group.options());
-    runner::optim::Buckets<Lists> buckets;
+    runner_optimizers::Buckets<Lists> buckets;
     for (const torch::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const torch::Tensor& grad = runner::optim::dense_grad(p, "Lion");
-      auto& s = runner::optim::state_of<LionState>(state_, p, [&] {
+      const torch::Tensor& grad = runner_optimizers::dense_grad(p, "Lion");
+      auto& s = runner_optimizers::state_of<LionState>(state_, p, [&] {
         auto made = std::make_unique<LionState>();
         made->exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
         return made;
@@ -94,11 +94,11 @@ class Lion final : public torch::optim::Optimizer {
       torch::Tensor& param = l.params[i];
       const torch::Tensor& grad = l.grads[i];
       torch::Tensor& exp_avg = l.exp_avgs[i];
-      if (weight_decay != 0) param.mul_(runner::optim::python_number(1 - lr * weight_decay));
+      if (weight_decay != 0) param.mul_(runner_optimizers::python_number(1 - lr * weight_decay));
       const torch::Tensor update =
-          exp_avg.mul(runner::optim::python_number(beta1)).add_(grad, 1 - beta1).sign_();
+          exp_avg.mul(runner_optimizers::python_number(beta1)).add_(grad, 1 - beta1).sign_();
       param.add_(update, -lr);
-      exp_avg.mul_(runner::optim::python_number(beta2)).add_(grad, 1 - beta2);
+      exp_avg.mul_(runner_optimizers::python_number(beta2)).add_(grad, 1 - beta2);
     }
   }
 
@@ -145,12 +145,12 @@ void register_plugins(runner::Registrar& registrar) {
   registrar.add_optimizer(
       "lion", "Lion (Chen et al. 2023): sign of interpolated momentum (impl: loop or foreach)",
       options, [](const O& o, const runner::OptimizerContext& context) {
-        runner::optim::check_betas(o.betas);
+        runner_optimizers::check_betas(o.betas);
         LionOptions group(o.lr);
         group.betas({o.betas[0], o.betas[1]}).weight_decay(o.weight_decay);
         auto optimizer = std::make_unique<Lion>(
             runner::decay_groups(context, o.no_decay, group), group,
-            runner::optim::parse_impl(o.impl));
+            runner_optimizers::parse_impl(o.impl));
         return std::make_unique<runner::OwnedOptimizer<Lion, true>>(std::move(optimizer));
       });
 }

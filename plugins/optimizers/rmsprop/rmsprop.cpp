@@ -16,7 +16,7 @@
 
 namespace {
 
-using runner::optim::Impl;
+using runner_optimizers::Impl;
 
 struct RmspropState final : torch::optim::OptimizerCloneableParamState<RmspropState> {
   torch::Tensor step;             // float32 scalar on the CPU, as PyTorch keeps it
@@ -34,7 +34,7 @@ class Rmsprop final : public torch::optim::Optimizer {
   }
 
   torch::Tensor step(LossClosure closure = nullptr) override {
-    return runner::optim::run_step(closure, [&] {
+    return runner_optimizers::run_step(closure, [&] {
       for (auto& group : param_groups_) step_group(group);
     });
   }
@@ -53,11 +53,11 @@ class Rmsprop final : public torch::optim::Optimizer {
 
   void step_group(torch::optim::OptimizerParamGroup& group) {
     const auto& o = static_cast<const torch::optim::RMSpropOptions&>(group.options());
-    runner::optim::Buckets<Lists> buckets;
+    runner_optimizers::Buckets<Lists> buckets;
     for (const torch::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const torch::Tensor& grad = runner::optim::dense_grad(p, "RMSprop");
-      auto& s = runner::optim::state_of<RmspropState>(state_, p, [&] {
+      const torch::Tensor& grad = runner_optimizers::dense_grad(p, "RMSprop");
+      auto& s = runner_optimizers::state_of<RmspropState>(state_, p, [&] {
         auto made = std::make_unique<RmspropState>();
         made->step = torch::zeros(at::IntArrayRef{}, torch::TensorOptions().dtype(torch::kFloat32));
         made->square_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
@@ -88,7 +88,7 @@ class Rmsprop final : public torch::optim::Optimizer {
       torch::Tensor grad = l.grads[i];
       l.steps[i].add_(1);
       if (o.weight_decay() != 0) grad = grad.add(param, o.weight_decay());
-      l.square_avgs[i].mul_(runner::optim::python_number(alpha)).addcmul_(grad, grad, 1 - alpha);
+      l.square_avgs[i].mul_(runner_optimizers::python_number(alpha)).addcmul_(grad, grad, 1 - alpha);
       torch::Tensor avg;
       if (o.centered()) {
         l.grad_avgs[i].lerp_(grad, 1 - alpha);
@@ -98,7 +98,7 @@ class Rmsprop final : public torch::optim::Optimizer {
       }
       avg.add_(eps);
       if (momentum > 0) {
-        l.momentum_buffers[i].mul_(runner::optim::python_number(momentum)).addcdiv_(grad, avg);
+        l.momentum_buffers[i].mul_(runner_optimizers::python_number(momentum)).addcdiv_(grad, avg);
         param.add_(l.momentum_buffers[i], -lr);
       } else {
         param.addcdiv_(grad, avg, -lr);
@@ -170,7 +170,7 @@ void register_plugins(runner::Registrar& registrar) {
             o.centered);
         auto optimizer = std::make_unique<Rmsprop>(
             runner::decay_groups(context, o.no_decay, group),
-            group, runner::optim::parse_impl(o.impl));
+            group, runner_optimizers::parse_impl(o.impl));
         return std::make_unique<runner::OwnedOptimizer<Rmsprop, true>>(std::move(optimizer));
       });
 }

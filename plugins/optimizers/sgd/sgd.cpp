@@ -15,13 +15,13 @@ namespace {
 // buffer's dtype first: with bf16 parameters the result drifts from
 // torch.optim.SGD, whose Python float reaches ATen as a wrapped 0-dim double
 // tensor and is applied in float. This step passes it the same way
-// (runner::optim::python_number); in float32 nothing changes.
+// (runner_optimizers::python_number); in float32 nothing changes.
 class PyTorchSgd final : public torch::optim::SGD {
  public:
   using torch::optim::SGD::SGD;
 
   torch::Tensor step(LossClosure closure = nullptr) override {
-    return runner::optim::run_step(closure, [&] {
+    return runner_optimizers::run_step(closure, [&] {
       for (auto& group : param_groups()) {
         const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
         for (auto& p : group.params())
@@ -36,7 +36,7 @@ class PyTorchSgd final : public torch::optim::SGD {
     if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
     if (o.momentum() != 0) {
       bool made = false;
-      auto& state = runner::optim::state_of<torch::optim::SGDParamState>(state_, p, [&] {
+      auto& state = runner_optimizers::state_of<torch::optim::SGDParamState>(state_, p, [&] {
         made = true;
         auto fresh = std::make_unique<torch::optim::SGDParamState>();
         fresh->momentum_buffer(torch::clone(grad).detach());
@@ -44,7 +44,7 @@ class PyTorchSgd final : public torch::optim::SGD {
       });
       torch::Tensor& buffer = state.momentum_buffer();
       if (!made)
-        buffer.mul_(runner::optim::python_number(o.momentum())).add_(grad, 1 - o.dampening());
+        buffer.mul_(runner_optimizers::python_number(o.momentum())).add_(grad, 1 - o.dampening());
       grad = o.nesterov() ? grad.add(buffer, o.momentum()) : buffer;
     }
     p.add_(grad, -o.lr());

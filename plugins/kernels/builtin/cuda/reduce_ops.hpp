@@ -1,7 +1,7 @@
 // The reduction states of the CUDA row kernels and how two of them combine.
 // Plain arithmetic, __host__ __device__ (math.hpp's macro): the kernels fold
 // them per thread and across a warp or block, and the CPU unit test
-// (tests/kernels/cuda_reduce_ops_test.cpp) checks the algebra on the host,
+// (tests/plugins/kernels/cuda_reduce_ops_test.cpp) checks the algebra on the host,
 // where it can run without a GPU. Every state is a trivial aggregate so that
 // it can live in __shared__ memory.
 #pragma once

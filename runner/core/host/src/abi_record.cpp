@@ -30,7 +30,7 @@ HostAbi host_abi() {
                  record.compiler,        record.cxx11_abi,      record.cuda};
 }
 
-namespace host_detail {
+namespace host::detail {
 namespace {
 
 #if defined(__x86_64__)
@@ -302,5 +302,5 @@ PluginAbiRecord read_checked_abi_record(const fs::path& path) {
   return record;
 }
 
-}  // namespace host_detail
+}  // namespace host::detail
 }  // namespace runner

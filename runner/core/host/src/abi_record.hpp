@@ -5,7 +5,7 @@
 
 #include "runner/abi.hpp"
 
-namespace runner::host_detail {
+namespace runner::host::detail {
 
 /// Reads the ABI record of the shared library at `path` from the file (ELF
 /// section headers, every offset checked against the file size) and checks it
@@ -15,4 +15,4 @@ namespace runner::host_detail {
 /// another runner (the expected/found message).
 [[nodiscard]] PluginAbiRecord read_checked_abi_record(const std::filesystem::path& path);
 
-}  // namespace runner::host_detail
+}  // namespace runner::host::detail

@@ -41,7 +41,7 @@ void rethrow_plugin_error(const PluginDescriptor& plugin, const char* what) {
               {}, ErrorKind::run);
 }
 
-namespace host_detail {
+namespace host::detail {
 namespace {
 
 class GuardedModel final : public Model {
@@ -217,5 +217,5 @@ KernelCase guard(KernelCase kernel, const PluginDescriptor& plugin) {
   return kernel;
 }
 
-}  // namespace host_detail
+}  // namespace host::detail
 }  // namespace runner

@@ -7,7 +7,7 @@
 #include "runner/comm_hook.hpp"
 #include "runner/sdk.hpp"
 
-namespace runner::host_detail {
+namespace runner::host::detail {
 
 /// `model`, reporting exceptions from its methods with rethrow_plugin_error.
 [[nodiscard]] std::unique_ptr<Model> guard(std::unique_ptr<Model> model,
@@ -26,4 +26,4 @@ namespace runner::host_detail {
 /// "native", "reference", ...); empty functions stay empty.
 [[nodiscard]] KernelCase guard(KernelCase kernel, const PluginDescriptor& plugin);
 
-}  // namespace runner::host_detail
+}  // namespace runner::host::detail

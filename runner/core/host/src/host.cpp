@@ -163,9 +163,9 @@ void PluginHost::Impl::load_file(const fs::path& given) {
   for (const auto& lib : libraries)
     if (lib.path == path) return;
 
-  if (!allow_unsafe) host_detail::check_trusted_file(path);
+  if (!allow_unsafe) host::detail::check_trusted_file(path);
   // Read from the file: nothing of the library runs before this passes.
-  const PluginAbiRecord record = host_detail::read_checked_abi_record(path);
+  const PluginAbiRecord record = host::detail::read_checked_abi_record(path);
 
   boost::dll::shared_library library;
   try {
@@ -230,7 +230,7 @@ PluginHost::~PluginHost() = default;
 void PluginHost::load(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    if (!impl_->allow_unsafe) host_detail::check_trusted_folder(fs::canonical(path, ec));
+    if (!impl_->allow_unsafe) host::detail::check_trusted_folder(fs::canonical(path, ec));
     std::vector<fs::path> files;
     for (const auto& item : fs::directory_iterator(path, ec))
       if (item.is_regular_file() && is_plugin_file_name(item.path().filename().string()))
@@ -282,7 +282,7 @@ auto make(const Entry& e, Args&&... args) {
     throw Error(std::string(to_string(e.descriptor.kind)) + " plugin '" + e.descriptor.name +
                     "' (" + e.descriptor.library + ") returned nothing",
                 "its factory must return an instance (std::make_unique<...>)", ErrorKind::run);
-  return host_detail::guard(std::move(made), e.descriptor);
+  return host::detail::guard(std::move(made), e.descriptor);
 }
 
 }  // namespace
@@ -329,7 +329,7 @@ KernelCase PluginHost::make_kernel(const std::string& name, const Options& optio
   const Entry& e = impl_->entry(PluginKind::kernel, name);
   const auto& factory = std::get<KernelFactory>(e.factory);
   KernelCase made = call_plugin(e.descriptor, nullptr, [&] { return factory(options); });
-  return host_detail::guard(std::move(made), e.descriptor);
+  return host::detail::guard(std::move(made), e.descriptor);
 }
 
 std::unique_ptr<CommHook> PluginHost::make_comm_hook(const std::string& name,

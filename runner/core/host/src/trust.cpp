@@ -8,7 +8,7 @@
 
 #include "runner/common/error.hpp"
 
-namespace runner::host_detail {
+namespace runner::host::detail {
 namespace {
 
 constexpr const char* kOverride =
@@ -63,4 +63,4 @@ void check_trusted_folder(const std::filesystem::path& folder) {
   check_owner(folder, info, "folder");
 }
 
-}  // namespace runner::host_detail
+}  // namespace runner::host::detail

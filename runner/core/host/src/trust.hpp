@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-namespace runner::host_detail {
+namespace runner::host::detail {
 
 /// Refuses (runner::Error, input) a library file that is writable by every
 /// user, owned by a user other than this process's or root, or in a folder
@@ -16,4 +16,4 @@ void check_trusted_file(const std::filesystem::path& file);
 /// add files to it (world-writable, sticky or not) or it is owned by another user.
 void check_trusted_folder(const std::filesystem::path& folder);
 
-}  // namespace runner::host_detail
+}  // namespace runner::host::detail
