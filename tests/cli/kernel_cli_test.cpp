@@ -1,5 +1,5 @@
 // Kernel experiments through the runner executable, on the test kernel
-// plugins (tests/plugins/kernels_plugin.cpp): a right kernel is checked,
+// plugins (tests/support/plugins/kernels_plugin.cpp): a right kernel is checked,
 // timed over rotated buffers and reported against the measured copy
 // bandwidth; a wrong value, an output left partly unwritten, a wrong
 // gradient and constant inputs are each recorded failed with their figure

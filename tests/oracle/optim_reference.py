@@ -1,6 +1,6 @@
 """Reference for the optimizer plugins' parity tests, from torch.optim.
 
-Reads a JSON list of cases (written by tests/optim/optim_parity_test.cpp):
+Reads a JSON list of cases (written by tests/plugins/optimizers/optim_parity_test.cpp):
 each names an optimizer (adam, adamw, rmsprop, adagrad, sgd, lion), its
 options as the experiment file writes them (impl and no_decay included), and
 optionally a learning rate and a momentum per step. Builds a small model

@@ -1,4 +1,4 @@
-"""Reference for the end-to-end recipe parity tests (tests/recipes_e2e).
+"""Reference for the end-to-end recipe parity tests (tests/cli/recipes).
 
 Writes into --out:
   init.safetensors   the initial weights of runner's `mlp` model (hidden [32, 32], relu) over

@@ -1,6 +1,6 @@
 """Reference for the learning-rate schedule parity tests, from torch.optim.lr_scheduler.
 
-Reads a JSON list of cases written by tests/recipes/schedule_test.cpp (a
+Reads a JSON list of cases written by tests/core/training/schedule_test.cpp (a
 schedule spec, the base learning rate of each parameter group, the number of
 steps) and, for each, drives PyTorch's scheduler the way a training loop
 does: SGD with momentum over one parameter per group, and for every step the

@@ -12,6 +12,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "runner/common/error.hpp"
@@ -682,4 +685,152 @@ TEST(ScheduleCheck, MeasuresTheDriftWithinTheSidesAndCarriesItOverTheGap) {
   const auto few = check_schedule({a[0], a[1]}, {b[0], b[1]});
   EXPECT_FALSE(few.drift_a_pct.has_value());
   EXPECT_FALSE(few.gap_drift_pct.has_value());
+}
+
+// --- what a sample size can decide, and metrics without spread (issue 35) -----------
+
+namespace {
+
+using runner::store::least_runs_per_side;
+using runner::store::practical_text;
+using runner::store::sample_size_limit;
+using runner::store::smallest_two_sided_p;
+using runner::store::UndecidedReason;
+
+}  // namespace
+
+TEST(SampleSize, SmallestTwoSidedPIsTwoOverTheOrderings) {
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(3, 3), 0.1);        // 2 / C(6, 3)
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(4, 4), 2.0 / 70);   // 2 / C(8, 4)
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(3, 4), 2.0 / 35);
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(4, 3), 2.0 / 35);
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(3, 5), 2.0 / 56);
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(2, 2), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(1, 1), 1);  // 2 / 2
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(1, 20), 2.0 / 21);
+  EXPECT_DOUBLE_EQ(smallest_two_sided_p(20, 20), 2.0 / 137846528820.0);
+  // It is what the exact test gives when every run of one side beats every run of the other.
+  for (std::size_t n_a = 1; n_a <= 8; ++n_a)
+    for (std::size_t n_b = 1; n_b <= 8; ++n_b) {
+      std::vector<double> a, b;
+      for (std::size_t i = 0; i < n_a; ++i) a.push_back(10 + 0.1 * static_cast<double>(i));
+      for (std::size_t i = 0; i < n_b; ++i) b.push_back(20 + 0.1 * static_cast<double>(i));
+      EXPECT_NEAR(mann_whitney_u(a, b).p_value, smallest_two_sided_p(n_a, n_b), 1e-15)
+          << n_a << " vs " << n_b;
+    }
+}
+
+TEST(SampleSize, LeastRunsPerSideAndTheLimitInWords) {
+  EXPECT_EQ(least_runs_per_side(0.05), 4u);
+  EXPECT_EQ(least_runs_per_side(0.1), 4u);  // 3 a side gives exactly 0.10, not below
+  EXPECT_EQ(least_runs_per_side(0.2), 3u);
+  EXPECT_EQ(least_runs_per_side(0.01), 5u);
+  EXPECT_THROW_MSG((void)least_runs_per_side(0), Error, "alpha must be in (0, 1), got 0");
+  EXPECT_EQ(sample_size_limit(3, 3, 0.05),
+            "3 runs a side cannot reach p < 0.05; 4 is the least, 5+ recommended");
+  EXPECT_EQ(sample_size_limit(1, 1, 0.05),
+            "1 run a side cannot reach p < 0.05; 4 is the least, 5+ recommended");
+  EXPECT_EQ(sample_size_limit(3, 4, 0.05),
+            "3 and 4 runs cannot reach p < 0.05; 4 a side is the least, 5+ recommended");
+  EXPECT_EQ(sample_size_limit(4, 4, 0.01), "4 runs a side cannot reach p < 0.01; 5 is the least");
+  EXPECT_EQ(sample_size_limit(4, 4, 0.05), "");
+  EXPECT_EQ(sample_size_limit(3, 5, 0.05), "");  // 2/56 < 0.05
+  EXPECT_THROW_MSG((void)sample_size_limit(3, 3, 1), Error, "alpha must be in (0, 1), got 1");
+}
+
+TEST(SampleSize, TheUndecidedVerdictGivesTheReasonThatApplies) {
+  // Issue 35's AMP comparison: bf16 1.85x faster in 3 runs a side, every run
+  // apart. The interval lies far beyond the margin; the test cannot go below
+  // 0.10, and that is the reason, not the interval.
+  const Comparison amp = compare_samples({1.11e9, 1.12e9, 1.10e9}, {0.601e9, 0.598e9, 0.605e9},
+                                         Direction::lower_is_better);
+  EXPECT_DOUBLE_EQ(amp.smallest_p, 0.1);
+  EXPECT_DOUBLE_EQ(amp.test.p_value, 0.1);
+  ASSERT_LT(amp.ratio.upper, 1 - 0.014);
+  EXPECT_EQ(practical_verdict(amp, 1.4), Practical::undecided);
+  EXPECT_EQ(runner::store::undecided_reason(amp, 1.4), UndecidedReason::too_few_runs);
+  EXPECT_EQ(practical_text(amp, 1.4),
+            "undecided (p = 0.10: 3 runs a side cannot reach p < 0.05; 4 is the least, 5+ "
+            "recommended)");
+  // The interval really crosses the margin: the old words.
+  Comparison crossing = with_interval(0.99, 1.05, false, Direction::lower_is_better);
+  crossing.n_a = crossing.n_b = 10;
+  crossing.smallest_p = smallest_two_sided_p(10, 10);
+  crossing.test.p_value = 0.3;
+  EXPECT_EQ(practical_text(crossing, 2), "undecided (CI crosses +/-2.0%)");
+  // Beyond the margin, enough runs, but p is not below alpha: say p.
+  Comparison weak = with_interval(1.03, 1.08, false, Direction::lower_is_better);
+  weak.n_a = weak.n_b = 10;
+  weak.smallest_p = smallest_two_sided_p(10, 10);
+  weak.test.p_value = 0.07;
+  EXPECT_EQ(runner::store::undecided_reason(weak, 2), UndecidedReason::p_not_below_alpha);
+  EXPECT_EQ(practical_text(weak, 2), "undecided (p = 0.070, not below 0.05)");
+  // Other verdicts keep their names.
+  EXPECT_EQ(practical_text(with_interval(1.03, 1.08, true, Direction::lower_is_better), 2), "slower");
+  // Ties among 3 runs a side (normal approximation) never make a verdict the
+  // exact test could not reach.
+  const Comparison tied = compare_samples({1, 1, 1.5}, {2, 2.5, 2.5}, Direction::lower_is_better);
+  EXPECT_FALSE(tied.significant);
+  EXPECT_EQ(tied.verdict, Verdict::no_significant_difference);
+}
+
+TEST(Deterministic, NoSpreadMeansNoTestAndNoInterval) {
+  // eval_accuracy with one seed: 0.0859 in every run of A, 0.0625 in every run
+  // of B. The rank test saw only ties and said p = 0.047, "worse".
+  const Comparison acc = compare_samples({0.0859, 0.0859, 0.0859}, {0.0625, 0.0625, 0.0625},
+                                         Direction::higher_is_better);
+  EXPECT_NEAR(acc.test.p_value, 0.0465, 1e-3);
+  EXPECT_TRUE(acc.deterministic);
+  EXPECT_FALSE(acc.significant);
+  EXPECT_EQ(acc.verdict, Verdict::slower);  // the exact difference's sign
+  EXPECT_DOUBLE_EQ(acc.ratio.ratio, 0.0625 / 0.0859);
+  EXPECT_EQ(practical_verdict(acc, 1), Practical::differs);
+  EXPECT_EQ(practical_text(acc, 1), "differs (the same value in every run)");
+  const Comparison same = compare_samples({2.3, 2.3}, {2.3, 2.3, 2.3}, Direction::lower_is_better);
+  EXPECT_TRUE(same.deterministic);
+  EXPECT_EQ(same.verdict, Verdict::no_significant_difference);
+  EXPECT_EQ(practical_text(same, 1), "same (the same value in every run)");
+  // A spread on one side, or one run a side (whose spread is unknown): the test applies.
+  EXPECT_FALSE(compare_samples({2.3, 2.3, 2.3}, {2.2, 2.3, 2.4}, Direction::lower_is_better).deterministic);
+  EXPECT_FALSE(compare_samples({2.3}, {2.4}, Direction::lower_is_better).deterministic);
+}
+
+TEST(Deterministic, TheGateReadsTheExactRatio) {
+  // A 10 % slower headline in every run: no interval to clear, the ratio is exact.
+  const Comparison time = compare_samples({100, 100, 100}, {110, 110, 110}, Direction::lower_is_better);
+  ASSERT_TRUE(time.deterministic);
+  EXPECT_TRUE(regression_beyond(time, 5));
+  EXPECT_FALSE(regression_beyond(time, 10));
+  EXPECT_FALSE(regression_beyond(compare_samples({110, 110}, {100, 100}, Direction::lower_is_better), 0));
+  const Comparison tput = compare_samples({100, 100}, {80, 80}, Direction::higher_is_better);
+  EXPECT_TRUE(regression_beyond(tput, 15));
+  EXPECT_FALSE(regression_beyond(tput, 20));
+}
+
+TEST(SampleSize, TheMethodPageTableIsTheFunction) {
+  // docs/method.md's "runs per side -> smallest two-sided p" table, row by
+  // row, against smallest_two_sided_p printed to two significant digits.
+  std::ifstream doc(RUNNER_SOURCE_DIR "/docs/method.md");
+  ASSERT_TRUE(doc) << "docs/method.md";
+  bool in_table = false;
+  std::size_t expected_n = 2;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("| runs per side | smallest two-sided p |", 0) == 0) in_table = true;
+    if (!in_table || line.rfind("| ", 0) != 0 || line.rfind("| runs", 0) == 0 ||
+        line.rfind("| -", 0) == 0) {
+      if (in_table && line.empty()) break;
+      continue;
+    }
+    std::istringstream cells(line);
+    std::string bar, p;
+    std::size_t n = 0;
+    cells >> bar >> n >> bar >> p;
+    EXPECT_EQ(n, expected_n) << line;
+    char want[32];
+    std::snprintf(want, sizeof want, "%#.2g", smallest_two_sided_p(n, n));
+    EXPECT_EQ(p, want) << line;
+    EXPECT_EQ(line.find("| no |") != std::string::npos, n < least_runs_per_side(0.05)) << line;
+    ++expected_n;
+  }
+  EXPECT_EQ(expected_n, 9u) << "rows for 2..8 runs a side";
 }

@@ -16,7 +16,7 @@ namespace runner::test {
 fs::path runner_executable() { return fs::path(RUNNER_BINARY_DIR) / "bin" / "runner"; }
 
 fs::path test_plugins(const std::string& name) {
-  return fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / name;
+  return fs::path(RUNNER_BINARY_DIR) / "tests" / "support" / "plugins" / name;
 }
 
 std::string runner_command(const std::string& args, const RunnerPaths& paths) {

@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 /// The runner executable of this build tree.
 fs::path runner_executable();
 
-/// The folder of the test plugin set `name` built by tests/plugins ("good", "bad_abi", ...).
+/// The folder of the test plugin set `name` built by tests/support/plugins ("good", "bad_abi", ...).
 fs::path test_plugins(const std::string& name);
 
 /// What one invocation did: its exit code (-1 if it did not exit normally) and both streams.
@@ -84,7 +84,7 @@ std::int64_t query_int(const fs::path& db, const std::string& sql,
 std::string query_text(const fs::path& db, const std::string& sql,
                        OnDbError on_error = OnDbError::fail);
 
-/// An experiment on the test plugins (tests/plugins/good_plugin.cpp).
+/// An experiment on the test plugins (tests/support/plugins/good_plugin.cpp).
 struct TinyExperiment {
   // (Initialised members, so designated initialisers may leave any out without a warning.)
   std::string model = "";      ///< TOML lines added to [model] (tiny_linear), e.g. "throw_at_step = 2"

@@ -13,7 +13,7 @@ class DataWaitTest : public EngineFixture {
  protected:
   void SetUp() override {
     EngineFixture::SetUp();
-    host_.load(std::filesystem::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good");
+    host_.load(std::filesystem::path(RUNNER_BINARY_DIR) / "tests" / "support" / "plugins" / "good");
   }
   // Training on the pattern loader with `workers` threads.
   Experiment slow_data(std::int64_t workers, std::int64_t sleep_ms) {

@@ -19,7 +19,7 @@ namespace {
 
 using runner::store::Phase;
 
-const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
+const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "support" / "plugins" / "good";
 const fs::path kExamples = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "examples";
 // What a run records when tiny_linear's forward throws: the plugin and its library named.
 const std::string kForwardFailed =

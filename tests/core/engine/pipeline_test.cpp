@@ -1,7 +1,7 @@
 // The data pipeline: order independent of the worker count (random access
 // and streaming, augmentations included), sharding by rank, bounded work,
 // skipped samples, a failing worker, and the counters of its work. The
-// loader is the `pattern` test loader (tests/plugins/good_plugin.cpp),
+// loader is the `pattern` test loader (tests/support/plugins/good_plugin.cpp),
 // loaded through the host like any plugin.
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 class PipelineTest : public ::testing::Test {
  protected:
-  void SetUp() override { host_.load(fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good"); }
+  void SetUp() override { host_.load(fs::path(RUNNER_BINARY_DIR) / "tests" / "support" / "plugins" / "good"); }
 
   // The pattern loader with `values` over its defaults.
   std::unique_ptr<Loader> pattern(std::map<std::string, OptionValue> values,

@@ -1,7 +1,7 @@
 // The training recipe in the engine: gradient accumulation, precision modes,
 // channels-last, clipping and schedules as a run records them, and the checks
 // that refuse a recipe before any run starts. (Parity of each unit with
-// PyTorch: tests/recipes; of whole runs: tests/recipes_e2e.)
+// PyTorch: tests/core/training; of whole runs: tests/cli/recipes.)
 #include <gtest/gtest.h>
 
 #include <cmath>

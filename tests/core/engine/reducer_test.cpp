@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
-const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
+const fs::path kGood = fs::path(RUNNER_BINARY_DIR) / "tests" / "support" / "plugins" / "good";
 
 using runner::test::on_two_ranks;
 

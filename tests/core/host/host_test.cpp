@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kTestPlugins = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins";
+const fs::path kTestPlugins = fs::path(RUNNER_BINARY_DIR) / "tests" / "support" / "plugins";
 const fs::path kBuiltins = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "plugins";
 const fs::path kExamples = fs::path(RUNNER_BINARY_DIR) / "lib" / "runner" / "examples";
 

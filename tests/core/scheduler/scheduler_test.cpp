@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kTestPlugins = fs::path(RUNNER_BINARY_DIR) / "tests" / "plugins" / "good";
+const fs::path kTestPlugins = fs::path(RUNNER_BINARY_DIR) / "tests" / "support" / "plugins" / "good";
 
 // Two trials (delay_us 0 and 1) x `repeats`, on the good test plugin.
 std::string experiment_text(int repeats, const std::string& extra = "") {

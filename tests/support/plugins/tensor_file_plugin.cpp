@@ -1,6 +1,6 @@
 // Test plugin: the loader `tensor_file`, samples written by Python, so an
 // end-to-end run trains on exactly the data a PyTorch script trains on
-// (tests/recipes_e2e). The file is what
+// (tests/cli/recipes). The file is what
 //   torch.save({"inputs": X, "targets": Y, "eval_inputs": XE, "eval_targets": YE}, path)
 // writes (the eval entries optional); samples are served in file order.
 #include <torch/serialize.h>

@@ -2,7 +2,7 @@
 // read back exactly, the splits, and every refusal's message.
 #include <thread>
 
-#include "loaders/loader_fixture.hpp"
+#include "plugins/loaders/loader_fixture.hpp"
 
 namespace runner::test {
 namespace {

@@ -3,7 +3,7 @@
 // tokens loader on files written here (uint16 and uint32 ids, windows and
 // their next-token targets, stride, the eval split's disjoint tail, the
 // stream mode's order, and every refusal).
-#include "loaders/loader_fixture.hpp"
+#include "plugins/loaders/loader_fixture.hpp"
 #include "support/python_oracle.hpp"
 
 namespace runner::test {

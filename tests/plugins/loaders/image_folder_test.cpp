@@ -7,7 +7,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "loaders/loader_fixture.hpp"
+#include "plugins/loaders/loader_fixture.hpp"
 #include "support/python_oracle.hpp"
 
 namespace runner::test {

@@ -31,7 +31,7 @@ using runner::test::Result;
 using runner::test::slurp;
 
 constexpr const char* kPython = RUNNER_PYTHON;  // the build's (pyarrow, pandas), or empty
-constexpr const char* kReadBack = RUNNER_SOURCE_DIR "/tests/export/read_back.py";
+constexpr const char* kReadBack = RUNNER_SOURCE_DIR "/tests/cli/export/read_back.py";
 constexpr const char* kAll = "experiment:sweep experiment:failing experiment:stopped experiment:kernel";
 // The failed run's error after the fixture rewrites it; the 0xFF byte is
 // exported as U+FFFD.

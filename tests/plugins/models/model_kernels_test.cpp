@@ -25,7 +25,7 @@
 
 #include <runner/sdk.hpp>
 
-#include "../../plugins/models/common/custom_ops.hpp"
+#include "../../../plugins/models/common/custom_ops.hpp"
 #include "runner/host/host.hpp"
 #include "support/module_state.hpp"
 
@@ -492,7 +492,7 @@ TEST_F(ModelKernels, AKernelOfAnotherCppSignatureIsRefused) {
   // The schema matches; the kernel takes str as std::string, which the
   // dispatcher's typed handle refuses (the names are the compiler's).
   const std::string called =
-      c10::impl::CppSignature::make<runner_model_ops::BiasGeluFn>().name();
+      c10::impl::CppSignature::make<runner_models::ops::BiasGeluFn>().name();
   const std::string registered =
       c10::impl::CppSignature::make<decltype(string_bias_gelu)>().name();
   EXPECT_EQ(refusal("transformer_lm",

@@ -123,7 +123,7 @@ TEST(OptimizerMomentum, AdagradHasNoMomentumToSet) {
 // --- the fused-kernel check ----------------------------------------------------
 
 TEST(FusedKernels, TheDispatcherSaysWhichDevicesHaveThem) {
-  using runner::optim::has_kernel;
+  using runner_optimizers::has_kernel;
   for (const char* op : {"aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_adagrad_"}) {
     EXPECT_TRUE(has_kernel(op, "", c10::DeviceType::CPU)) << op;
     // ATen implements them for CPU, CUDA and MPS only, and a Linux LibTorch

@@ -264,7 +264,7 @@ TEST(OptimizerParity, SgdMatchesTorchOptimSgd) {
 // bfloat16 parameters and gradients, as `[train] precision = "bf16"` trains
 // them: the optimizer state is bfloat16 too (torch.optim keeps it in the
 // parameters' dtype), and every scalar of an update must reach the kernel as
-// PyTorch passes it (runner::optim::python_number). Each path is held to
+// PyTorch passes it (runner_optimizers::python_number). Each path is held to
 // torch's path of the same name bit for bit (measured: max |difference| 0 in
 // every case). Between paths the bound is loose on purpose: PyTorch's own
 // loop and foreach differ in bfloat16 (measured here, runner's paths as
