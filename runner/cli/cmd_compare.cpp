@@ -32,6 +32,15 @@ std::string short_duration(double seconds) {
   return fixed(std::abs(seconds), 1) + "s";
 }
 
+// A deterministic row has no interval and no p: null in JSON, empty in CSV.
+std::string json_or_null(double v, bool absent) {
+  if (absent) return "null";
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+std::string csv_or_empty(double v, bool absent) { return absent ? std::string() : json_or_null(v, false); }
+
 std::string signed_pct(double pct) { return (pct >= 0 ? "+" : "") + fixed(pct, 1) + "%"; }
 
 int handle_compare(const Args& args, const Global& global) {
@@ -92,12 +101,15 @@ int handle_compare(const Args& args, const Global& global) {
       std::cout << (i ? "," : "") << "{\"metric\":" << json_quote(rows[i].spec.name)
                 << ",\"n_a\":" << r.n_a << ",\"n_b\":" << r.n_b << ",\"median_a\":" << r.median_a
                 << ",\"median_b\":" << r.median_b << ",\"ratio\":" << r.ratio.ratio
-                << ",\"ci_lower\":" << r.ratio.lower << ",\"ci_upper\":" << r.ratio.upper
-                << ",\"p_value\":" << r.test.p_value << ",\"verdict\":"
+                << ",\"ci_lower\":" << json_or_null(r.ratio.lower, r.deterministic)
+                << ",\"ci_upper\":" << json_or_null(r.ratio.upper, r.deterministic)
+                << ",\"p_value\":" << json_or_null(r.test.p_value, r.deterministic) << ",\"verdict\":"
                 << json_quote(verdict_text(rows[i]))
                 << ",\"significant\":" << (r.significant ? "true" : "false")
                 << ",\"margin_pct\":" << rows[i].margin_pct
-                << ",\"reliable\":" << (r.reliable ? "true" : "false") << "}";
+                << ",\"reliable\":" << (r.reliable ? "true" : "false")
+                << ",\"deterministic\":" << (r.deterministic ? "true" : "false")
+                << ",\"smallest_p\":" << r.smallest_p << "}";
     }
     std::cout << "],\"schedule\":";
     if (schedule) {
@@ -119,8 +131,9 @@ int handle_compare(const Args& args, const Global& global) {
     for (const auto& row : rows) {
       const auto& r = row.result;
       std::cout << row.spec.name << "," << r.n_a << "," << r.n_b << "," << r.median_a << ","
-                << r.median_b << "," << r.ratio.ratio << "," << r.ratio.lower << ","
-                << r.ratio.upper << "," << r.test.p_value << "," << verdict_text(row) << ","
+                << r.median_b << "," << r.ratio.ratio << "," << csv_or_empty(r.ratio.lower, r.deterministic)
+                << "," << csv_or_empty(r.ratio.upper, r.deterministic) << ","
+                << csv_or_empty(r.test.p_value, r.deterministic) << "," << verdict_text(row) << ","
                 << (r.reliable ? "true" : "false") << "," << row.margin_pct << ","
                 << (blocks ? "true" : "false") << "\n";
     }
@@ -169,15 +182,15 @@ int handle_compare(const Args& args, const Global& global) {
       std::cout << "(" << diff.benign.size()
                 << " benign difference(s) such as hostname or commit; --all-differences shows them)\n";
     std::cout << "\n";
+    if (const std::string note = sample_size_note(compared); !note.empty()) std::cout << note << "\n\n";
     Table table({"metric", "A median", "B median", "B/A", "95% CI", "p", "verdict"});
     for (const auto& row : rows) {
       const auto& r = row.result;
       table.add({row.spec.name, format_metric(r.median_a, row.spec.kind), format_metric(r.median_b, row.spec.kind),
-                 fixed(r.ratio.ratio, 3),
-                 "[" + fixed(r.ratio.lower, 3) + ", " + fixed(r.ratio.upper, 3) + "]",
-                 fixed(r.test.p_value, 4), verdict_text(row)});
+                 fixed(r.ratio.ratio, 3), interval_cell(row), p_cell(row), verdict_text(row)});
     }
     table.print(std::cout);
+    if (const std::string note = seed_note(compared); !note.empty()) std::cout << note << "\n";
     std::cout << "\nper-run medians over repetitions; Mann-Whitney U (two-sided), bootstrap CI of "
                  "the ratio of medians; faster or slower only when p < 0.05 and the whole CI lies "
                  "beyond the margin ("
@@ -226,8 +239,11 @@ Command compare_command() {
       "interval must lie beyond the threshold, so it fires reliably only on regressions\n"
       "clearly larger than PCT (see docs/method.md). A verdict says faster or slower only when\n"
       "the whole interval lies beyond the margin, 'equivalent within +/-X%' when it lies inside,\n"
-      "and 'undecided' otherwise. Sides that ran in separate blocks of time, not interleaved,\n"
-      "are flagged with the drift visible within them.";
+      "and 'undecided' otherwise, with the reason (too few runs for p < 0.05, an interval\n"
+      "crossing the margin, or p). A metric with one value in every run of each side (a\n"
+      "held-out metric with one seed) gets no p and no interval: 'differs' or 'same'. Sides\n"
+      "that ran in separate blocks of time, not interleaved, are flagged with the drift\n"
+      "visible within them.";
   return {def, &handle_compare};
 }
 

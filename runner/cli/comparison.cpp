@@ -1,7 +1,9 @@
 // Two sides of runs compared metric by metric (see comparison.hpp).
 #include "comparison.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "runner/common/json.hpp"
@@ -96,12 +98,50 @@ SideComparison compare_sides(const Side& a, const Side& b, std::optional<double>
 
 std::string verdict_text(const MetricRow& row) {
   const store::Practical v = row.practical;
-  if (v == store::Practical::equivalent || v == store::Practical::undecided ||
+  if ((v != store::Practical::faster && v != store::Practical::slower) ||
       row.spec.kind == MetricKind::time || row.spec.kind == MetricKind::throughput)
-    return store::practical_name(v, row.margin_pct);
+    return store::practical_text(row.result, row.margin_pct);
   const bool b_better = v == store::Practical::faster;
   if (row.spec.kind == MetricKind::memory) return b_better ? "smaller" : "larger";
   return b_better ? "better" : "worse";
+}
+
+std::string interval_cell(const MetricRow& row) {
+  if (row.result.deterministic) return "-";
+  return "[" + fixed(row.result.ratio.lower, 3) + ", " + fixed(row.result.ratio.upper, 3) + "]";
+}
+
+std::string p_cell(const MetricRow& row) {
+  return row.result.deterministic ? "-" : fixed(row.result.test.p_value, 4);
+}
+
+std::string sample_size_note(const SideComparison& c) {
+  for (const MetricRow& row : c.rows) {
+    const store::Comparison& r = row.result;
+    if (r.deterministic) continue;
+    const std::string limit = store::sample_size_limit(r.n_a, r.n_b, r.alpha);
+    if (limit.empty()) continue;
+    char smallest[32];
+    std::snprintf(smallest, sizeof smallest, "%#.2g", r.smallest_p);
+    return "cannot decide: " + limit + " (the smallest two-sided Mann-Whitney U p with these runs is " +
+           smallest + "); record more repetitions (e.g. --set experiment.repeats=" +
+           std::to_string(std::max(store::least_runs_per_side(r.alpha), store::kMinReliableRepetitions)) +
+           ") and compare again";
+  }
+  return "";
+}
+
+std::string seed_note(const SideComparison& c) {
+  std::string names;
+  int count = 0;
+  for (const MetricRow& row : c.rows)
+    if (row.result.deterministic && row.spec.kind == MetricKind::quality)
+      names += (count++ ? ", " : "") + row.spec.name;
+  if (names.empty()) return "";
+  return "note: " + names + (count > 1 ? " have" : " has") +
+         " the same value in every run of a side (one seed): the difference holds for that "
+         "seed only; for a spread across seeds, sweep the seed as a factor (\"experiment.seed\" = "
+         "[0, 1, 2, 3, 4] under [sweep], or runs with --set experiment.seed=N) and compare again";
 }
 
 std::string format_metric(double value, MetricKind kind) {

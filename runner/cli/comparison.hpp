@@ -59,6 +59,20 @@ void add_run_values(const store::RunDetail& run, const std::string& metric,
 /// The verdict in the metric's own words, read against the margin.
 [[nodiscard]] std::string verdict_text(const MetricRow& row);
 
+/// The interval cell of a row, "[0.531, 0.554]"; "-" for a deterministic row (no spread, no interval).
+[[nodiscard]] std::string interval_cell(const MetricRow& row);
+
+/// The p cell of a row, "0.1000"; "-" for a deterministic row (no spread, no test).
+[[nodiscard]] std::string p_cell(const MetricRow& row);
+
+/// The line `compare` prints before its table when the sizes of a compared
+/// metric cannot reach p < alpha, with the runs a side that could; "" otherwise.
+[[nodiscard]] std::string sample_size_note(const SideComparison& c);
+
+/// The note after the table on held-out metrics with one value per side
+/// (one seed), pointing to a seed sweep for a spread; "" when there are none.
+[[nodiscard]] std::string seed_note(const SideComparison& c);
+
 /// A value of the metric for people: "12.0 ms", "41.2 MB", "1.23e+03".
 [[nodiscard]] std::string format_metric(double value, MetricKind kind);
 

@@ -259,8 +259,8 @@ std::string comparison_section(Charts& charts, const ReportInput& in) {
     out << "<tr><td>" << esc(row.spec.name) << "</td><td class=\"num\">"
         << esc(format_metric(r.median_a, row.spec.kind)) << "</td><td class=\"num\">"
         << esc(format_metric(r.median_b, row.spec.kind)) << "</td><td class=\"num\">"
-        << fixed(r.ratio.ratio, 3) << "</td><td class=\"num\">[" << fixed(r.ratio.lower, 3) << ", "
-        << fixed(r.ratio.upper, 3) << "]</td><td class=\"num\">" << fixed(r.test.p_value, 4)
+        << fixed(r.ratio.ratio, 3) << "</td><td class=\"num\">" << interval_cell(row)
+        << "</td><td class=\"num\">" << p_cell(row)
         << "</td><td class=\"num\">" << r.n_a << "/" << r.n_b << "</td><td class=\""
         << verdict_class(verdict) << "\">" << esc(verdict) << "</td></tr>\n";
   }

@@ -337,4 +337,118 @@ TEST_F(CompareTradeTest, KeysAtTheirDefaultAreReadFromTheLabel) {
       << p.out;
 }
 
+// Issue 35's AMP comparison as recorded: 3 runs a side, bf16 1.85x faster in
+// every run, held-out metrics and the memory peak the same in every run of a
+// side (one seed). The verdict gives the reason that applies, the table says
+// before it starts that 3 runs a side cannot decide, and the metrics without
+// spread get no p and no interval.
+class CompareVerdictReasonTest : public runner::test::CliTestBase {
+ protected:
+  CompareVerdictReasonTest() : CliTestBase("runner-compare-reason-") {
+    runner::store::Store store = runner::store::Store::open(db_);
+    const auto e = store.upsert_experiment("amp", "/exp/amp.toml", "[experiment]\n");
+    const auto fingerprint = store.upsert_fingerprint("fp", R"({"host.hostname":"box"})");
+    for (const std::string precision : {"fp32", "amp_bf16"}) {
+      const std::string config = R"({"train":{"precision":")" + precision + "\"}}";
+      runner::store::RunStart start;
+      start.trial_id = store.upsert_trial(e, config, config, config, "train.precision=" + precision);
+      start.fingerprint_id = fingerprint;
+      ids_.push_back(start.trial_id);
+      const bool bf16 = precision == "amp_bf16";
+      for (int i = 0; i < 3; ++i) {
+        start.repeat_index = i;
+        const auto run = store.begin_run(start);
+        runner::store::Summary summary;
+        summary.metric = "step_time";
+        summary.unit = "ns";
+        summary.n = 10;
+        summary.p50 = summary.mean = bf16 ? 601e6 + i * 2e6 : 1110e6 + i * 10e6;
+        store.finish_run(run, runner::store::RunStatus::finished, "", {summary},
+                         {{"peak_cpu_alloc_bytes", bf16 ? 150e6 : 200e6, "B"},
+                          {"eval_accuracy", bf16 ? 0.0625 : 0.0859, ""},
+                          {"eval_loss", 2.30, ""}});
+      }
+    }
+  }
+  Result compare(const std::string& options = "") const {
+    return runner::test::run_runner("compare trial:" + std::to_string(ids_[0]) + " trial:" +
+                                        std::to_string(ids_[1]) + options,
+                                    dir_, {db_, {}});
+  }
+  static std::string row_of(const std::string& table, const std::string& metric) {
+    std::istringstream in(table);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(metric + " ", 0) == 0) return line;
+    return "(no row)";
+  }
+  std::vector<std::int64_t> ids_;
+};
+
+TEST_F(CompareVerdictReasonTest, ThreeRunsASideSayWhyNoVerdictIsPossible) {
+  const Result r = compare();
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string note =
+      "cannot decide: 3 runs a side cannot reach p < 0.05; 4 is the least, 5+ recommended (the "
+      "smallest two-sided Mann-Whitney U p with these runs is 0.10); record more repetitions "
+      "(e.g. --set experiment.repeats=5) and compare again\n";
+  const auto at = r.out.find(note);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_LT(at, r.out.find("metric ")) << "the note comes before the table";
+  const std::string step = row_of(r.out, "step_time");
+  EXPECT_NE(step.find("[0.5"), std::string::npos) << step;  // far beyond any margin
+  EXPECT_NE(step.find("  0.1000  undecided (p = 0.10: 3 runs a side cannot reach p < 0.05; 4 is "
+                      "the least, 5+ recommended)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(step.find("CI crosses"), std::string::npos) << step;
+}
+
+TEST_F(CompareVerdictReasonTest, MetricsWithoutSpreadGetNoPAndNoInterval) {
+  const Result r = compare();
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(row_of(r.out, "eval_accuracy"),
+            "eval_accuracy           0.0859    0.0625  0.728               -       -  differs (the "
+            "same value in every run)")
+      << r.out;
+  EXPECT_EQ(row_of(r.out, "eval_loss"),
+            "eval_loss                  2.3       2.3  1.000               -       -  same (the same "
+            "value in every run)")
+      << r.out;
+  EXPECT_NE(row_of(r.out, "peak_cpu_alloc_bytes").find("differs (the same value in every run)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nnote: eval_loss, eval_accuracy have the same value in every run of a side "
+                       "(one seed): the difference holds for that seed only; for a spread across "
+                       "seeds, sweep the seed as a factor (\"experiment.seed\" = [0, 1, 2, 3, 4] "
+                       "under [sweep], or runs with --set experiment.seed=N) and compare again\n"),
+            std::string::npos)
+      << r.out;
+  const Result json = compare(" --format json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto acc = json.out.find("{\"metric\":\"eval_accuracy\"");
+  ASSERT_NE(acc, std::string::npos) << json.out;
+  const std::string object = json.out.substr(acc, json.out.find('}', acc) - acc);
+  EXPECT_NE(object.find("\"ci_lower\":null,\"ci_upper\":null,\"p_value\":null,\"verdict\":"
+                        "\"differs (the same value in every run)\",\"significant\":false"),
+            std::string::npos)
+      << object;
+  EXPECT_NE(object.find("\"deterministic\":true"), std::string::npos) << object;
+  const Result csv = compare(" --format csv");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_NE(csv.out.find("\neval_loss,3,3,2.3,2.3,1,,,,same (the same value in every run),false,"),
+            std::string::npos)
+      << csv.out;
+  // The report's verdict table shows the same empty cells.
+  const auto page_path = dir_ / "reason.html";
+  const Result report = runner::test::run_runner(
+      "report trial:" + std::to_string(ids_[0]) + " trial:" + std::to_string(ids_[1]) + " --out " +
+          page_path.string(),
+      dir_, {db_, {}});
+  ASSERT_EQ(report.code, 0) << report.err;
+  const std::string page = runner::test::slurp(page_path);
+  const auto row = page.find("<tr><td>eval_accuracy</td>");
+  ASSERT_NE(row, std::string::npos);
+  EXPECT_NE(page.find("<td class=\"num\">-</td><td class=\"num\">-</td>", row), std::string::npos);
+}
+
 }  // namespace

@@ -17,6 +17,9 @@ std::string num(double v);
 // a value that is not finite.
 void require_values(const std::vector<double>& values, std::string_view who);
 
+// Throws runner::Error unless 0 < alpha < 1. Defined in verdict.cpp.
+void require_alpha(double alpha);
+
 // Median of an ascending, non-empty vector.
 double median_sorted(const std::vector<double>& sorted);
 

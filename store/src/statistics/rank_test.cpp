@@ -48,6 +48,25 @@ double exact_two_sided_p(std::size_t m, std::size_t n, double u_a) {
 
 }  // namespace
 
+double smallest_two_sided_p(std::size_t n_a, std::size_t n_b) {
+  // C(n_a + n_b, k) by the running product, k the smaller side: every partial
+  // product is itself a binomial coefficient, so each step stays exact while
+  // it fits a double's mantissa and only rounds (or overflows to infinity,
+  // giving 0) far beyond any sample that could not reach alpha.
+  const std::size_t k = std::min(n_a, n_b), n = n_a + n_b;
+  double orderings = 1;
+  for (std::size_t i = 1; i <= k; ++i)
+    orderings = orderings * static_cast<double>(n - k + i) / static_cast<double>(i);
+  return std::min(1.0, 2.0 / orderings);
+}
+
+std::size_t least_runs_per_side(double alpha) {
+  detail::require_alpha(alpha);
+  std::size_t n = 1;
+  while (!(smallest_two_sided_p(n, n) < alpha)) ++n;  // about log4(2 / alpha) steps
+  return n;
+}
+
 MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b) {
   detail::require_values(a, "side A");
   detail::require_values(b, "side B");

@@ -103,6 +103,15 @@ struct MannWhitney {
 /// Two-sided Mann-Whitney U test; exact without ties when both sizes are at most kMannWhitneyExactMaxSize, else normal approximation with tie and continuity correction. Throws runner::Error on an empty side or a non-finite value.
 [[nodiscard]] MannWhitney mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b);
 
+/// Smallest two-sided p-value the U test can give with n_a and n_b values: 2 / C(n_a + n_b, n_a), at most 1 (every A beyond every B, no ties; ties only raise it). 3 a side: 0.10.
+[[nodiscard]] double smallest_two_sided_p(std::size_t n_a, std::size_t n_b);
+
+/// The least n for which n values a side can reach p < alpha (smallest_two_sided_p(n, n) < alpha): 4 for alpha = 0.05. Throws runner::Error unless 0 < alpha < 1.
+[[nodiscard]] std::size_t least_runs_per_side(double alpha);
+
+/// Why n_a and n_b values cannot reach p < alpha and what would, e.g. "3 runs a side cannot reach p < 0.05; 4 is the least, 5+ recommended"; "" when they can. Throws runner::Error unless 0 < alpha < 1.
+[[nodiscard]] std::string sample_size_limit(std::size_t n_a, std::size_t n_b, double alpha);
+
 // --- verdict (verdict.cpp) -----------------------------------------------------------
 
 /// Which way is good for a metric: time is lower_is_better, throughput higher_is_better.
@@ -141,17 +150,19 @@ struct Comparison {
   RatioInterval ratio;                  ///< median(B) / median(A) with its bootstrap interval.
   MannWhitney test;                     ///< Mann-Whitney U test of A against B.
   double alpha = 0.05;                  ///< Significance level used.
-  bool significant = false;             ///< p < alpha and the interval excludes 1.
+  double smallest_p = 0;                ///< smallest_two_sided_p(n_a, n_b): at alpha or above, no difference can be significant.
+  bool deterministic = false;           ///< At least 2 values a side, every value of A equal and every value of B equal: no spread, so neither test nor interval applies (the ratio is exact).
+  bool significant = false;             ///< p < alpha reachable and reached, and the interval excludes 1 (never for a deterministic comparison).
   Verdict verdict = Verdict::no_significant_difference;  ///< B relative to A.
   bool reliable = true;                 ///< False when either side has fewer than kMinReliableRepetitions values.
   std::string warning;                  ///< kUnreliableMessage when not reliable, else empty.
 };
 
-/// Compares per-run values a (side A) and b (side B) of one metric: significant when p < alpha and the interval excludes 1, the sign taken from the interval. Throws runner::Error on invalid input.
+/// Compares per-run values a (side A) and b (side B) of one metric: significant when p < alpha and the interval excludes 1, the sign taken from the interval; a deterministic comparison's verdict is the sign of its exact difference. Throws runner::Error on invalid input.
 [[nodiscard]] Comparison compare_samples(const std::vector<double>& a, const std::vector<double>& b,
                                          Direction direction, const CompareOptions& options = {});
 
-/// True when B is significantly slower than A by more than pct percent: time ratio.lower > 1 + pct/100, throughput ratio.upper < 1 - pct/100. Throws runner::Error if pct < 0 (or >= 100 for throughput).
+/// True when B is significantly slower than A by more than pct percent: time ratio.lower > 1 + pct/100, throughput ratio.upper < 1 - pct/100; for a deterministic comparison, its exact ratio beyond the threshold. Throws runner::Error if pct < 0 (or >= 100 for throughput).
 [[nodiscard]] bool regression_beyond(const Comparison& result, double pct);
 
 /// The smallest default margin, in percent: below it a difference is never
@@ -171,7 +182,9 @@ enum class Practical {
   faster,      ///< significant, and the whole interval is better than the margin
   slower,      ///< significant, and the whole interval is worse than the margin
   equivalent,  ///< the whole interval lies within +-margin
-  undecided,   ///< the interval crosses the margin: neither shown different nor equivalent
+  undecided,   ///< neither shown different nor equivalent (undecided_reason says why)
+  differs,     ///< deterministic, and A's value is not B's
+  same,        ///< deterministic, and A's value is B's
 };
 
 /// The verdict of `c` with margin `margin_pct` (>= 0): B is faster or slower
@@ -180,7 +193,20 @@ enum class Practical {
 /// Throws runner::Error for a negative margin.
 [[nodiscard]] Practical practical_verdict(const Comparison& c, double margin_pct);
 
-/// "faster", "slower", "equivalent within +-1.2%" or "undecided (CI crosses +-1.2%)".
+/// "faster", "slower", "equivalent within +-1.2%", "undecided (CI crosses +-1.2%)", "differs (the same value in every run)" or "same (the same value in every run)".
 [[nodiscard]] std::string practical_name(Practical verdict, double margin_pct);
+
+/// Why a comparison is undecided, in the order checked.
+enum class UndecidedReason {
+  too_few_runs,             ///< its sizes cannot reach p < alpha (see sample_size_limit)
+  interval_crosses_margin,  ///< the interval reaches both into and beyond the margin
+  p_not_below_alpha,        ///< the interval lies beyond the margin, but p >= alpha
+};
+
+/// The reason that applies to an undecided comparison (meaningless for another verdict).
+[[nodiscard]] UndecidedReason undecided_reason(const Comparison& c, double margin_pct);
+
+/// practical_verdict's name with the reason of an undecided one: "undecided (p = 0.10: 3 runs a side cannot reach p < 0.05; 4 is the least, 5+ recommended)", "undecided (CI crosses +/-1.4%)" or "undecided (p = 0.070, not below 0.05)". Throws runner::Error for a negative margin.
+[[nodiscard]] std::string practical_text(const Comparison& c, double margin_pct);
 
 }  // namespace runner::store
