@@ -4,9 +4,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -253,6 +255,23 @@ int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
   if (options.shard.count > 1)
     std::cout << " (shard " << options.shard.index << "/" << options.shard.count << ")";
   std::cout << "; nothing was written\n";
+  // A sweep is there to compare its trials: say whether the planned
+  // repetitions can decide such a comparison (docs/method.md).
+  for (const auto& prepared : sweep) {
+    if (prepared->trials.size() < 2) continue;
+    const auto n = static_cast<std::size_t>(prepared->first().repeats);
+    const std::size_t least = store::least_runs_per_side(0.05);
+    std::cout << (sweep.size() > 1 ? prepared->first().name + ": " : std::string()) << n
+              << (n == 1 ? " repetition" : " repetitions") << " a trial: a comparison of two trials ";
+    if (store::smallest_two_sided_p(n, n) < 0.05) {
+      char smallest[32];
+      std::snprintf(smallest, sizeof smallest, "%#.2g", store::smallest_two_sided_p(n, n));
+      std::cout << "can reach p < 0.05 (smallest two-sided p " << smallest << ")\n";
+    } else {
+      std::cout << "cannot reach p < 0.05 (" << least << " is the least, "
+                << std::max(least, store::kMinReliableRepetitions) << "+ recommended)\n";
+    }
+  }
   return kExitOk;
 }
 
