@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "runner/experiment/experiment.hpp"
 #include "support/cli_harness.hpp"
 
 namespace {
@@ -78,9 +79,19 @@ TEST_F(KernelCliTest, ARightKernelIsCheckedThenTimedOverRotatedBuffers) {
     const double cache = metric(run, "cache_bytes");
     const double buffers = metric(run, "buffers");
     if (cache > 0) {
+      // As many sets as twice the cache takes, up to kernel.buffers' limit;
+      // a last-level cache too large for that many 17 KB sets (260 MiB on
+      // some Xeons) is reported as not defeated, never claimed.
+      const double working_set = metric(run, "working_set_bytes");
+      const double limit = static_cast<double>(runner::kMaxKernelBuffers);
       EXPECT_GT(buffers, 1.0);
-      EXPECT_EQ(metric(run, "cache_defeated"), 1.0);
-      EXPECT_GE((buffers - 1) * metric(run, "working_set_bytes"), 2 * cache);
+      if ((limit - 1) * working_set >= 2 * cache) {
+        EXPECT_EQ(metric(run, "cache_defeated"), 1.0);
+        EXPECT_GE((buffers - 1) * working_set, 2 * cache);
+      } else {
+        EXPECT_EQ(buffers, limit);
+        EXPECT_EQ(metric(run, "cache_defeated"), 0.0);
+      }
     }
     EXPECT_GT(metric(run, "bandwidth_bytes_per_s"), 0.0);
     EXPECT_GT(metric(run, "fraction_of_peak_bandwidth"), 0.0);
