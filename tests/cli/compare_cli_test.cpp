@@ -178,6 +178,20 @@ TEST_F(CompareCliTest, BadSelectorsAreInputErrors) {
   EXPECT_EQ(r.err, "error: --format must be table, json or csv, found 'xml'\n");
 }
 
+// Records repetition `repeat` of `start`'s trial as finished: a step_time
+// median (and mean) of `p50` over 10 steps, with `metrics` beside it.
+void record_finished(runner::store::Store& store, runner::store::RunStart start, int repeat,
+                     double p50, const std::vector<runner::store::Metric>& metrics = {}) {
+  start.repeat_index = repeat;
+  const auto run = store.begin_run(start);
+  runner::store::Summary summary;
+  summary.metric = "step_time";
+  summary.unit = "ns";
+  summary.n = 10;
+  summary.p50 = summary.mean = p50;
+  store.finish_run(run, runner::store::RunStatus::finished, "", {summary}, metrics);
+}
+
 // A recipe's trade in one comparison: memory and held-out quality beside
 // time, each verdict in the metric's own words; and --by on a sweep of more
 // than two values over two models. Runs recorded through the store: two
@@ -202,20 +216,11 @@ class CompareTradeTest : public runner::test::CliTestBase {
         ids_[model + " " + precision] = start.trial_id;
         const double scale = model == "resnet" ? 1 : 7;
         const bool slow = precision == "bf16";
-        for (int i = 0; i < 5; ++i) {
-          start.repeat_index = i;
-          const auto run = store.begin_run(start);
-          runner::store::Summary summary;
-          summary.metric = "step_time";
-          summary.unit = "ns";
-          summary.n = 10;
-          summary.p50 = summary.mean = scale * ((slow ? 110e6 : 100e6) + i * 1e5);
-          store.finish_run(
-              run, runner::store::RunStatus::finished, "", {summary},
-              {{"peak_cpu_alloc_bytes", scale * ((slow ? 100e6 : 200e6) + i * 1e3), "B"},
-               {"eval_accuracy", (slow ? 0.70 : 0.80) / scale + i * 1e-3, ""},
-               {"eval_loss", scale * ((slow ? 0.6 : 0.5) + i * 1e-3), ""}});
-        }
+        for (int i = 0; i < 5; ++i)
+          record_finished(store, start, i, scale * ((slow ? 110e6 : 100e6) + i * 1e5),
+                          {{"peak_cpu_alloc_bytes", scale * ((slow ? 100e6 : 200e6) + i * 1e3), "B"},
+                           {"eval_accuracy", (slow ? 0.70 : 0.80) / scale + i * 1e-3, ""},
+                           {"eval_loss", scale * ((slow ? 0.6 : 0.5) + i * 1e-3), ""}});
       }
     }
   }
@@ -312,16 +317,7 @@ TEST_F(CompareTradeTest, KeysAtTheirDefaultAreReadFromTheLabel) {
       runner::store::RunStart start;
       start.trial_id = store.upsert_trial(e, config, config, config, label);
       start.fingerprint_id = fingerprint;
-      for (int i = 0; i < 3; ++i) {
-        start.repeat_index = i;
-        const auto run = store.begin_run(start);
-        runner::store::Summary summary;
-        summary.metric = "step_time";
-        summary.unit = "ns";
-        summary.n = 10;
-        summary.p50 = summary.mean = 100e6 + n * 10e6 + i * 1e5;
-        store.finish_run(run, runner::store::RunStatus::finished, "", {summary}, {});
-      }
+      for (int i = 0; i < 3; ++i) record_finished(store, start, i, 100e6 + n * 10e6 + i * 1e5);
       ++n;
     }
   }
@@ -355,19 +351,11 @@ class CompareVerdictReasonTest : public runner::test::CliTestBase {
       start.fingerprint_id = fingerprint;
       ids_.push_back(start.trial_id);
       const bool bf16 = precision == "amp_bf16";
-      for (int i = 0; i < 3; ++i) {
-        start.repeat_index = i;
-        const auto run = store.begin_run(start);
-        runner::store::Summary summary;
-        summary.metric = "step_time";
-        summary.unit = "ns";
-        summary.n = 10;
-        summary.p50 = summary.mean = bf16 ? 601e6 + i * 2e6 : 1110e6 + i * 10e6;
-        store.finish_run(run, runner::store::RunStatus::finished, "", {summary},
-                         {{"peak_cpu_alloc_bytes", bf16 ? 150e6 : 200e6, "B"},
-                          {"eval_accuracy", bf16 ? 0.0625 : 0.0859, ""},
-                          {"eval_loss", 2.30, ""}});
-      }
+      for (int i = 0; i < 3; ++i)
+        record_finished(store, start, i, bf16 ? 601e6 + i * 2e6 : 1110e6 + i * 10e6,
+                        {{"peak_cpu_alloc_bytes", bf16 ? 150e6 : 200e6, "B"},
+                         {"eval_accuracy", bf16 ? 0.0625 : 0.0859, ""},
+                         {"eval_loss", 2.30, ""}});
     }
   }
   Result compare(const std::string& options = "") const {
