@@ -15,6 +15,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "implied_comparisons.hpp"
 #include "running.hpp"
 #include "table.hpp"
 #include "runner/common/error.hpp"
@@ -94,6 +95,7 @@ class PrintingObserver final : public RunObserver {
     if (sweep_.size() > 1)
       spdlog::info("one schedule for {} experiment files: their runs are interleaved",
                    sweep_.size());
+    for (const std::string& line : decidability_lines(sweep_)) spdlog::info("{}", line);
   }
 
   void on_run_started(const RunStarted& run) override {
@@ -256,22 +258,9 @@ int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
     std::cout << " (shard " << options.shard.index << "/" << options.shard.count << ")";
   std::cout << "; nothing was written\n";
   // A sweep is there to compare its trials: say whether the planned
-  // repetitions can decide such a comparison (docs/method.md).
-  for (const auto& prepared : sweep) {
-    if (prepared->trials.size() < 2) continue;
-    const auto n = static_cast<std::size_t>(prepared->first().repeats);
-    const std::size_t least = store::least_runs_per_side(0.05);
-    std::cout << (sweep.size() > 1 ? prepared->first().name + ": " : std::string()) << n
-              << (n == 1 ? " repetition" : " repetitions") << " a trial: a comparison of two trials ";
-    if (store::smallest_two_sided_p(n, n) < 0.05) {
-      char smallest[32];
-      std::snprintf(smallest, sizeof smallest, "%#.2g", store::smallest_two_sided_p(n, n));
-      std::cout << "can reach p < 0.05 (smallest two-sided p " << smallest << ")\n";
-    } else {
-      std::cout << "cannot reach p < 0.05 (" << least << " is the least, "
-                << std::max(least, store::kMinReliableRepetitions) << "+ recommended)\n";
-    }
-  }
+  // repetitions can decide that, and each comparison the file's comments
+  // suggest (docs/method.md).
+  for (const std::string& line : decidability_lines(sweep)) std::cout << line << "\n";
   return kExitOk;
 }
 
