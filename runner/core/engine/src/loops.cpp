@@ -94,7 +94,10 @@ namespace {
 // A held-out evaluation after `steps` steps; the last one's values are also
 // the run's eval_* metrics.
 void evaluate(Workload& w, std::int64_t steps, RunOutcome& out) {
+  // Not part of the steps' memory peak: an evaluation is not a step.
+  if (w.memory) w.memory->pause();
   const auto means = w.evaluator->evaluate(*w.model, *w.setup, steps, out.evaluations);
+  if (w.memory) w.memory->resume();
   out.metrics.erase(std::remove_if(out.metrics.begin(), out.metrics.end(),
                                    [](const store::Metric& m) { return m.name.starts_with("eval_"); }),
                     out.metrics.end());
@@ -113,6 +116,15 @@ void mark_backward_end(Workload& w, PhaseClock& clock) {
 }
 
 namespace {
+
+// The steps' memory peak covers the measured steps: it starts before the
+// first step and again after each warm-up or profiled one.
+void begin_steps(Workload& w) {
+  if (w.memory) w.memory->begin_steps();
+}
+void after_unmeasured_step(Workload& w, const RunOutcome& out) {
+  if (w.memory && !out.samples.empty() && !out.samples.back().measured()) w.memory->restart_peak();
+}
 
 // [profile] steps: the profiler of this run's loop; null when it does not
 // profile (then nothing of the profiler is touched).
@@ -134,11 +146,13 @@ void train_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
   // read of the device), then a held-out evaluation when one is due.
   const std::function<void(std::int64_t)> after_step = [&](std::int64_t done) {
     if (!out.samples.empty()) w.setup->record(out.samples.back());
+    after_unmeasured_step(w, out);
     if (!w.evaluator || exp.eval.every <= 0 || done % exp.eval.every != 0) return;
     evaluate(w, done, out);
     evaluated_at = done;
   };
   const std::unique_ptr<StepProfiler> profiler = make_profiler(request);
+  begin_steps(w);
   const std::int64_t done =
       run_steps(request, clock, exp.train.warmup, exp.train.steps,
                 [&](std::int64_t step) { return train_step(w, clock, step); }, out, after_step,
@@ -166,6 +180,7 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
     no_grad = std::make_unique<torch::NoGradGuard>();
   }
   const std::unique_ptr<StepProfiler> profiler = make_profiler(request);
+  begin_steps(w);
   run_steps(request, clock, exp.infer.warmup, exp.infer.batches,
             [&](std::int64_t) {
               const Batch batch = next_batch(w, clock);
@@ -174,7 +189,7 @@ void infer_loop(const RunRequest& request, Workload& w, PhaseClock& clock, RunOu
               clock.end_phase(Phase::forward);
               return torch::Tensor();
             },
-            out, {}, profiler.get());
+            out, [&](std::int64_t) { after_unmeasured_step(w, out); }, profiler.get());
   inference.reset();
   no_grad.reset();
   if (w.evaluator && out.status == store::RunStatus::finished) evaluate(w, 0, out);

@@ -10,14 +10,13 @@
 
 #include <chrono>
 #include <cmath>
-#include <optional>
 
 #include "device.hpp"
 #include "errors.hpp"
 #include "loops.hpp"
 #include "metrics.hpp"
 #include "runner/engine/phase_clock.hpp"
-#include "runner/training/memory.hpp"
+#include "run_memory.hpp"
 
 namespace runner {
 namespace {
@@ -39,11 +38,18 @@ double peak_rss_bytes() {
 // the workload, and with it the process group, is destroyed: the other ranks
 // then read why their collectives broke.
 void run_workload(const RunRequest& request, const RankInfo& rank, torch::Device device,
-                  std::uint64_t seed, Clock::time_point run_start, RunOutcome& out) {
+                  std::uint64_t seed, Clock::time_point run_start, RunMemory& memory,
+                  RunOutcome& out) {
   const Experiment& exp = *request.experiment;
   const std::string device_name = device.is_cuda() ? "cuda" : "cpu";
   Workload w;
+  w.memory = &memory;
   try {
+    // Before the training pipeline's workers start allocating batches: the
+    // bytes the eval split holds are counted alone, as the data set's.
+    if (exp.eval.enabled)
+      memory.count_data(
+          [&] { w.evaluator = std::make_unique<Evaluator>(exp, *request.host, seed, device); });
     build(w, exp, *request.host, seed, device, rank);
     if (w.init_file) {
       out.files.push_back(*w.init_file);
@@ -55,7 +61,6 @@ void run_workload(const RunRequest& request, const RankInfo& rank, torch::Device
     // Before anything is timed: a path that computes something else fails here.
     if (!exp.model_settings.check_against.empty())
       out.files.push_back(check_outputs(exp, *w.model, *w.setup, device, out.metrics));
-    if (exp.eval.enabled) w.evaluator = std::make_unique<Evaluator>(exp, *request.host, seed, device);
     auto clock = make_phase_clock(device_name);
     out.metrics.push_back({"setup_s", seconds_between(run_start, Clock::now()), "s"});
     out.metrics.push_back(
@@ -93,18 +98,13 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_f
   RunOutcome out;
   out.status = store::RunStatus::finished;
   const auto run_start = Clock::now();
-  // Peak memory from here on: the model, its optimizer state, activations.
-  if (training::cpu_memory::installed()) training::cpu_memory::reset_peak();
-  std::optional<int> cuda_index;
+  RunMemory memory;  // counts from here on
   try {
     const std::uint64_t seed = run_seed(exp, request.repeat_index);
     torch::manual_seed(seed);
     const torch::Device device = rank_device(resolve_device(exp.device.type), rank);
-    if (device.is_cuda()) {
-      cuda_index = device.index() < 0 ? 0 : device.index();
-      training::cuda_memory::reset_peak(*cuda_index);
-    }
-    run_workload(request, rank, device, seed, run_start, out);
+    if (device.is_cuda()) memory.add_cuda(device.index() < 0 ? 0 : device.index());
+    run_workload(request, rank, device, seed, run_start, memory, out);
     if (rank.link) add_straggler_metrics(out, rank.link->collect_step_times());
   } catch (const Error& e) {
     out.status = store::RunStatus::failed;
@@ -116,15 +116,9 @@ RunOutcome run_rank(const RunRequest& request, const RankInfo& rank, bool* own_f
     out.error = message_of(e);
   }
   out.metrics.push_back({"peak_rss_bytes", peak_rss_bytes(), "B"});
-  // Live tensor bytes at their highest during the run, per device (see
-  // runner/training/memory.hpp for what is counted).
-  if (training::cpu_memory::installed())
-    out.metrics.push_back({"peak_cpu_alloc_bytes",
-                           static_cast<double>(training::cpu_memory::peak_bytes()), "B"});
-  if (cuda_index)
-    out.metrics.push_back({"peak_cuda_allocated_bytes",
-                           static_cast<double>(training::cuda_memory::peak_bytes(*cuda_index)),
-                           "B"});
+  // Live tensor bytes per device: the loaders' data, and the peaks of the
+  // setup and of the measured steps apart (run_memory.hpp).
+  memory.add_metrics(out.metrics);
   out.metrics.push_back({"run_s", seconds_between(run_start, Clock::now()), "s"});
   return out;
 }

@@ -116,7 +116,13 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
   model_context.batch_size = exp.data_settings.batch_size;
   model_context.training = exp.kind == RunKind::train;
   if (exp.data) {
-    w.loader = make_loader_for(exp, host, loader_context(exp, seed, rank.rank(), rank.world_size()));
+    const auto make_loader = [&] {
+      w.loader = make_loader_for(exp, host, loader_context(exp, seed, rank.rank(), rank.world_size()));
+    };
+    if (w.memory)
+      w.memory->count_data(make_loader);
+    else
+      make_loader();
     // The pipeline starts reading now, while the model is built.
     try {
       w.batches = std::make_unique<BatchSource>(w.loader.get(), exp.data_settings, seed, device,

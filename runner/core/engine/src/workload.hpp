@@ -15,6 +15,7 @@
 
 #include "batch_source.hpp"
 #include "evaluation.hpp"
+#include "run_memory.hpp"
 #include "training_setup.hpp"
 #include "runner/comm_hook.hpp"
 #include "runner/engine/engine.hpp"
@@ -57,6 +58,9 @@ struct Workload {
   std::unique_ptr<Evaluator> evaluator;  // [eval], rank 0
   std::unique_ptr<TrainingSetup> setup;  // precision, memory format, schedule, clipping
   std::int64_t accumulate = 1;           // micro-batches per optimizer step
+  // The run's memory figures, set by rank 0 before build(): the loader's
+  // bytes are counted as the data set's, the steps' peak apart. Null elsewhere.
+  RunMemory* memory = nullptr;
 };
 
 /// The experiment's loader plugin, its option and data errors reported at
