@@ -3,6 +3,7 @@
 #include "runner/store/schedule_check.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "runner/common/error.hpp"
@@ -61,11 +62,18 @@ ScheduleCheck check_schedule(const std::vector<TimedValue>& a, const std::vector
   check.segments = 1;
   for (std::size_t i = 1; i < order.size(); ++i)
     if (order[i].second != order[i - 1].second) ++check.segments;
-  const std::size_t small = std::min(a.size(), b.size());
-  const std::size_t most = 2 * small + (a.size() != b.size() ? 1 : 0);
-  check.interleaving =
-      most <= 2 ? 1.0
-                : static_cast<double>(check.segments - 2) / static_cast<double>(most - 2);
+  // Blocks are told by the order of the runs, not by how often the sides
+  // alternate: in a sweep of k trials run as rounds (A1 B1 C1 ... A2 B2 C2
+  // ...) two pooled sides alternate rarely and each pair of trials only once
+  // a round, yet every round holds both. The share of (A, B) pairs in which
+  // A's run started first is 1 when all of A ran before all of B, 0 for the
+  // reverse, and near one half for any interleaved schedule, shuffled or not.
+  double a_first_pairs = 0;
+  for (const auto& x : a)
+    for (const auto& y : b)
+      a_first_pairs += x.start_s < y.start_s ? 1 : x.start_s == y.start_s ? 0.5 : 0;
+  const double share = a_first_pairs / static_cast<double>(a.size() * b.size());
+  check.interleaving = a.size() == 1 && b.size() == 1 ? 1.0 : 1 - std::abs(2 * share - 1);
   check.separate_blocks = check.interleaving < kInterleavedEnough;
   const auto [a_first, a_last] = span_of(a);
   const auto [b_first, b_last] = span_of(b);

@@ -644,20 +644,21 @@ TEST(ScheduleCheck, TellsBlocksFromInterleavedRuns) {
   EXPECT_EQ(check.interleaving, 0);
   EXPECT_TRUE(check.separate_blocks);
   EXPECT_DOUBLE_EQ(check.gap_s, 10);
-  // A1 B1 A2 B2 ...: perfectly interleaved.
+  // A1 B1 A2 B2 ...: interleaved; A started first in 21 of the 36 pairs
+  // (7/12), so 1 - |2 * 7/12 - 1| = 5/6, the (n - 1) / n of rounds.
   for (int i = 0; i < 6; ++i) b[i].start_s = i + 0.5;
   check = check_schedule(a, b);
   EXPECT_EQ(check.segments, 12u);
-  EXPECT_EQ(check.interleaving, 1);
+  EXPECT_DOUBLE_EQ(check.interleaving, 5.0 / 6);
   EXPECT_FALSE(check.separate_blocks);
-  // Half alternating, then each side in a block: a0 b0 a1 b1 a2 b2 | a3-a5 | b3-b5,
-  // 8 segments of at most 12: (8 - 2) / (12 - 2).
+  // Half alternating, then each side in a block: a0 b0 a1 b1 a2 b2 | a3-a5 | b3-b5:
+  // A first in 24 of 36 pairs, 1 - |48/36 - 1| = 2/3.
   for (int i = 3; i < 6; ++i) b[i].start_s = 20 + i;
   check = check_schedule(a, b);
   EXPECT_EQ(check.segments, 8u);
-  EXPECT_DOUBLE_EQ(check.interleaving, 0.6);
+  EXPECT_DOUBLE_EQ(check.interleaving, 2.0 / 3);
   EXPECT_FALSE(check.separate_blocks);
-  // Two alternations, then blocks: (4 - 2) / 10 is mostly separate.
+  // Two alternations, then blocks: A first in 31 of 36 pairs, mostly separate.
   for (int i = 1; i < 6; ++i) b[i].start_s = 20 + i;
   check = check_schedule(a, b);
   EXPECT_EQ(check.segments, 4u);

@@ -19,12 +19,15 @@ struct TimedValue {
 /// How the runs of two sides were laid out in time.
 struct ScheduleCheck {
   /// Maximal stretches of one side in start order: 2 for two blocks, up to
-  /// n_a + n_b for perfect alternation.
+  /// n_a + n_b for perfect alternation (descriptive; the verdict reads interleaving).
   std::size_t segments = 0;
-  /// (segments - 2) / (most possible - 2): 0 for separate blocks, 1 for
-  /// perfect alternation (1 when a side has a single run).
+  /// 1 - |2s - 1|, where s is the share of (A run, B run) pairs in which A's
+  /// started first: 0 when all of A ran before all of B (or after), 1 when
+  /// half the pairs go each way; at least (n - 1) / n for any schedule of
+  /// rounds of n runs a side (A1 B1 ... A2 B2 ..., in any order within a
+  /// round). 1 when each side has a single run.
   double interleaving = 1;
-  /// interleaving < kInterleavedEnough: the comparison mostly spans time.
+  /// interleaving < kInterleavedEnough: the sides' runs form separate blocks of time.
   bool separate_blocks = false;
   double span_a_s = 0, span_b_s = 0;   ///< first to last start of each side
   double gap_s = 0;                    ///< from A's mean start time to B's
