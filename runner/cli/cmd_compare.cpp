@@ -43,34 +43,28 @@ std::string csv_or_empty(double v, bool absent) { return absent ? std::string() 
 
 std::string signed_pct(double pct) { return (pct >= 0 ? "+" : "") + fixed(pct, 1) + "%"; }
 
-int handle_compare(const Args& args, const Global& global) {
-  const store::Store db = store::Store::open_read_only(global.db);
-  Side a, b;
-  if (!by_option(args).empty()) {
-    std::tie(a, b) = split_by(db, args);
-  } else {
-    if (args.positionals.size() != 2)
-      throw Error("runner compare: expected two selectors A and B, found " +
-                      std::to_string(args.positionals.size()),
-                  "usage: runner compare A B [options], or runner compare experiment:NAME --by KEY");
-    a = select(db, args.positionals[0]);
-    b = select(db, args.positionals[1]);
-  }
-  for (const Side* side : {&a, &b})
-    if (side->runs.empty())
-      throw Error("side " + side->name + " has no finished runs", "runner runs lists what is recorded");
-  const std::string format = args.get("--format", "table");
-  if (format != "table" && format != "json" && format != "csv")
-    throw Error("--format must be table, json or csv, found '" + format + "'");
-  double fail_above = -1;
-  if (args.has("--fail-above")) {
-    const std::optional<double> value = parse_double(args.get("--fail-above"));
-    if (!value || !(*value >= 0))  // nan fails too
-      throw Error("--fail-above must be a percentage >= 0, found '" + args.get("--fail-above") + "'");
-    fail_above = *value;
-  }
-  const std::optional<double> margin = margin_option(args);
+// How one comparison is printed, the same for every pair of a split.
+struct Output {
+  std::string format;                 // table, json or csv
+  double fail_above = -1;             // the gate's threshold in percent, -1 without one
+  std::optional<double> margin;       // --margin
+  bool all_differences = false;       // --all-differences
+};
 
+// A CSV field: quoted when it holds a comma or a quote.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// Prints the comparison of two sides; `csv_prefix` starts every CSV row (the
+// pair's column). Returns whether the gate failed.
+bool print_comparison(const Side& a, const Side& b, const Output& o, const std::string& csv_prefix) {
+  const std::string& format = o.format;
+  const double fail_above = o.fail_above;
+  const std::optional<double>& margin = o.margin;
   const SideComparison compared = compare_sides(a, b, margin);
   const auto& diff = compared.diff;
   const auto& rows = compared.rows;
@@ -126,11 +120,9 @@ int handle_compare(const Args& args, const Global& global) {
     }
     std::cout << ",\"regression\":" << (gate_failed ? "true" : "false") << "}\n";
   } else if (format == "csv") {
-    std::cout << "metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,verdict,reliable,"
-                 "margin_pct,separate_blocks\n";
     for (const auto& row : rows) {
       const auto& r = row.result;
-      std::cout << row.spec.name << "," << r.n_a << "," << r.n_b << "," << r.median_a << ","
+      std::cout << csv_prefix << row.spec.name << "," << r.n_a << "," << r.n_b << "," << r.median_a << ","
                 << r.median_b << "," << r.ratio.ratio << "," << csv_or_empty(r.ratio.lower, r.deterministic)
                 << "," << csv_or_empty(r.ratio.upper, r.deterministic) << ","
                 << csv_or_empty(r.test.p_value, r.deterministic) << "," << verdict_text(row) << ","
@@ -173,7 +165,7 @@ int handle_compare(const Args& args, const Global& global) {
         std::cout << "  " << terminal_safe(d.key) << ": " << terminal_safe(d.a.value_or("(absent)"))
                   << "  ->  " << terminal_safe(d.b.value_or("(absent)")) << "\n";
     }
-    if (args.has("--all-differences"))
+    if (o.all_differences)
       for (const auto& d : diff.benign)
         std::cout << "  (benign) " << terminal_safe(d.key) << ": "
                   << terminal_safe(d.a.value_or("(absent)")) << "  ->  "
@@ -213,7 +205,93 @@ int handle_compare(const Args& args, const Global& global) {
                 << (gate_failed ? "" : "not ") << "slower than A by more than " << fail_above
                 << "% with significance\n";
   }
+  return gate_failed;
+}
+
+constexpr const char* kCsvHeader =
+    "metric,n_a,n_b,median_a,median_b,ratio,ci_lower,ci_upper,p_value,verdict,reliable,"
+    "margin_pct,separate_blocks\n";
+
+void check_sides(const Side& a, const Side& b) {
+  for (const Side* side : {&a, &b})
+    if (side->runs.empty())
+      throw Error("side " + side->name + " has no finished runs", "runner runs lists what is recorded");
+}
+
+// --pairs: one comparison per pair of like trials, each headed by the values
+// of the other keys that vary; a gate fails when any pair's does.
+int print_pairs(const Split& split, const Output& o) {
+  for (const SidePair& p : split.pairs) check_sides(p.a, p.b);
+  bool gate_failed = false;
+  const std::size_t n = split.pairs.size();
+  if (o.format == "json") std::cout << "{\"pairs\":[";
+  if (o.format == "csv") std::cout << "pair,trial_a,trial_b," << kCsvHeader;
+  if (o.format == "table")
+    std::cout << n << " pair(s) of trials alike in every key but the compared one (the keys "
+              << "that vary besides it: " << join(split.varying, ", ") << ")\n";
+  for (std::size_t i = 0; i < n; ++i) {
+    const SidePair& p = split.pairs[i];
+    if (o.format == "table") {
+      std::cout << "\n== pair " << i + 1 << " of " << n << ": " << terminal_safe(p.context)
+                << " (trial:" << p.trial_a << " vs trial:" << p.trial_b << ")\n";
+    } else if (o.format == "json") {
+      std::cout << (i ? "," : "") << "{\"pair\":" << json_quote(p.context)
+                << ",\"trial_a\":" << p.trial_a << ",\"trial_b\":" << p.trial_b
+                << ",\"comparison\":";
+    }
+    const std::string prefix =
+        csv_field(p.context) + "," + std::to_string(p.trial_a) + "," + std::to_string(p.trial_b) + ",";
+    gate_failed = print_comparison(p.a, p.b, o, prefix) || gate_failed;
+    if (o.format == "json") std::cout << "}";
+  }
+  if (o.format == "json") {
+    std::cout << "],\"unmatched\":[";
+    for (std::size_t i = 0; i < split.unmatched.size(); ++i)
+      std::cout << (i ? "," : "") << json_quote(split.unmatched[i]);
+    std::cout << "],\"regression\":" << (gate_failed ? "true" : "false") << "}\n";
+  } else if (o.format == "table" && !split.unmatched.empty()) {
+    std::cout << "\nwithout a like trial on the other side: " << terminal_safe(join(split.unmatched, ", "))
+              << "\n";
+  }
   return gate_failed ? kExitRunFailed : kExitOk;
+}
+
+int handle_compare(const Args& args, const Global& global) {
+  const store::Store db = store::Store::open_read_only(global.db);
+  Output o;
+  o.format = args.get("--format", "table");
+  if (o.format != "table" && o.format != "json" && o.format != "csv")
+    throw Error("--format must be table, json or csv, found '" + o.format + "'");
+  if (args.has("--fail-above")) {
+    const std::optional<double> value = parse_double(args.get("--fail-above"));
+    if (!value || !(*value >= 0))  // nan fails too
+      throw Error("--fail-above must be a percentage >= 0, found '" + args.get("--fail-above") + "'");
+    o.fail_above = *value;
+  }
+  o.margin = margin_option(args);
+  o.all_differences = args.has("--all-differences");
+  Side a, b;
+  if (!by_option(args).empty()) {
+    SplitRequest request = split_request(args);
+    request.pairs = args.has("--pairs");
+    Split split = split_experiment(db, request);
+    if (request.pairs && !split.varying.empty()) return print_pairs(split, o);
+    a = std::move(split.pairs.front().a);
+    b = std::move(split.pairs.front().b);
+  } else {
+    if (args.has("--pairs"))
+      throw Error("--pairs needs --by KEY: it pairs the trials of one experiment:NAME",
+                  "e.g. runner compare experiment:custom_kernels --by kernel.impl --pairs");
+    if (args.positionals.size() != 2)
+      throw Error("runner compare: expected two selectors A and B, found " +
+                      std::to_string(args.positionals.size()),
+                  "usage: runner compare A B [options], or runner compare experiment:NAME --by KEY");
+    a = select(db, args.positionals[0]);
+    b = select(db, args.positionals[1]);
+  }
+  check_sides(a, b);
+  if (o.format == "csv") std::cout << kCsvHeader;
+  return print_comparison(a, b, o, "") ? kExitRunFailed : kExitOk;
 }
 
 }  // namespace
@@ -230,20 +308,33 @@ Command compare_command() {
                      {{"--fail-above", "PCT",
                        "exit 1 if B is slower than A by more than PCT % (significant)", false},
                       {"--format", "FORMAT", "table (default), json or csv", false},
+                      {"--pairs", "",
+                       "with --by: compare pair by pair, one comparison per pair of trials that "
+                       "differ in the --by key alone",
+                       false},
                       {"--all-differences", "", "also list benign fingerprint differences", false}});
   def.details =
       "A and B are RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME; only finished\n"
       "runs count, and each run contributes one value per metric (its median step time, its\n"
-      "throughput). Fewer than 5 runs per side is flagged as unreliable. --fail-above checks\n"
-      "the headline metric (step_time, or latency for inference): the whole confidence\n"
-      "interval must lie beyond the threshold, so it fires reliably only on regressions\n"
-      "clearly larger than PCT (see docs/method.md). A verdict says faster or slower only when\n"
-      "the whole interval lies beyond the margin, 'equivalent within +/-X%' when it lies inside,\n"
-      "and 'undecided' otherwise, with the reason (too few runs for p < 0.05, an interval\n"
-      "crossing the margin, or p). A metric with one value in every run of each side (a\n"
-      "held-out metric with one seed) gets no p and no interval: 'differs' or 'same'. Sides\n"
-      "that ran in separate blocks of time, not interleaved, are flagged with the drift\n"
-      "visible within them.";
+      "throughput). Fewer than 5 runs per side is flagged as unreliable.\n"
+      "\n"
+      "Verdicts: faster or slower only when the Mann-Whitney U test gives p < 0.05 and the\n"
+      "whole 95% confidence interval of B/A lies beyond the margin; 'equivalent within +/-X%'\n"
+      "when it lies inside. 'undecided' means neither: the runs cannot tell a difference from\n"
+      "noise, and the verdict says why (too few runs a side to reach p < 0.05, an interval\n"
+      "crossing the margin, or p >= 0.05); record more repetitions before reading the ratio.\n"
+      "A metric with one value in every run of each side (a held-out metric with one seed)\n"
+      "gets no p and no interval: 'differs' or 'same'.\n"
+      "\n"
+      "--by KEY splits one experiment:NAME by a swept key. A side pools only trials that\n"
+      "differ in nothing but KEY and the --where keys: when other swept keys vary too (another\n"
+      "operator, shape or rank), compare refuses and names them with the --where that fixes\n"
+      "it, or --pairs compares pair by pair, one comparison per combination of the other keys.\n"
+      "--fail-above checks the headline metric (step_time, or latency for inference): the\n"
+      "whole confidence interval must lie beyond the threshold, so it fires reliably only on\n"
+      "regressions clearly larger than PCT (see docs/method.md). Sides whose runs ran in\n"
+      "separate blocks of time (all of A, then all of B) are flagged with the drift visible\n"
+      "within them.";
   return {def, &handle_compare};
 }
 

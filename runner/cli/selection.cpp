@@ -141,16 +141,15 @@ std::string trial_value(const nlohmann::json& config, const std::string& label,
   return label_value(label, key).value_or("(default)");
 }
 
-// Splits one experiment's runs into two sides by the value of a key, among
-// the trials that match every `where` ("KEY=VALUE"): side A has `baseline`
-// (default: the first value), side B `versus` (default: the only other one).
 std::vector<OptionDef> side_options() {
   return {
       {"--by", "KEY", "split one experiment:NAME into two sides by a swept key", false},
       {"--baseline", "VALUE", "with --by: the value that is side A (default: the first)", false},
       {"--versus", "VALUE", "with --by: the value that is side B (default: the only other)",
        false},
-      {"--where", "KEY=VALUE", "with --by: only trials with this value of KEY", true},
+      {"--where", "KEY=VALUE",
+       "with --by: only trials with this value of KEY (trials whose plugin lacks the option stay)",
+       true},
       {"--margin", "PCT",
        "practical-equivalence margin: differences within +/-PCT % are not called (default: "
        "the run-to-run noise of the two sides)",
@@ -166,13 +165,6 @@ std::string by_option(const Args& args) {
   return by;
 }
 
-std::pair<Side, Side> split_by(const store::Store& db, const Args& args) {
-  std::vector<std::string> where;
-  if (auto it = args.values.find("--where"); it != args.values.end()) where = it->second;
-  return split_by(db, args.positionals.at(0), args.get("--by"), args.get("--baseline"),
-                  args.get("--versus"), where);
-}
-
 std::optional<double> margin_option(const Args& args) {
   if (!args.has("--margin")) return std::nullopt;
   const std::optional<double> value = parse_double(args.get("--margin"));
@@ -180,85 +172,6 @@ std::optional<double> margin_option(const Args& args) {
     throw Error("--margin must be a percentage in [0, 100), found '" + args.get("--margin") + "'",
                 "e.g. --margin 2 calls differences within +/-2% equivalent");
   return value;
-}
-
-std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
-                               const std::string& key, const std::string& baseline,
-                               const std::string& versus, const std::vector<std::string>& where) {
-  if (selector.rfind("experiment:", 0) != 0)
-    throw Error("--by needs one experiment:NAME selector, found '" + selector + "'",
-                "e.g. runner compare experiment:amp --by train.precision");
-  const std::string name = selector.substr(11);
-  const auto trials = db.trials_of_experiment(name);
-  if (trials.empty())
-    throw Error("no experiment named '" + name + "' in the database",
-                "run 'runner runs' to see the recorded experiments");
-  std::vector<std::pair<std::string, std::string>> filters;
-  for (const std::string& w : where) {
-    const auto eq = w.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw Error("--where must be KEY=VALUE, found '" + w + "'",
-                  "e.g. --where model.plugin=resnet (strings without quotes)");
-    filters.emplace_back(w.substr(0, eq), w.substr(eq + 1));
-  }
-  std::map<std::string, std::vector<std::int64_t>> groups;
-  std::vector<std::string> order;
-  // A key at its default is left out of a trial's configuration when it
-  // joined the identity later (train.precision = "fp32", model.channels_last
-  // = false, ...): such trials form the group "(default)". A key no trial
-  // has is a mistake.
-  bool found = false;
-  std::size_t kept = 0;
-  for (const auto& t : trials) {
-    const nlohmann::json config = parse_json(t.config_json);
-    std::optional<std::string> value = config_value(config, key);
-    if (!value) value = label_value(t.label, key);
-    found = found || value.has_value();
-    bool match = true;
-    for (const auto& [k, v] : filters) match = match && trial_value(config, t.label, k) == v;
-    if (!match) continue;
-    ++kept;
-    const std::string label = value.value_or("(default)");
-    if (!groups.count(label)) order.push_back(label);
-    groups[label].push_back(t.id);
-  }
-  if (!found)
-    throw Error("--by " + key + ": no trial of '" + name + "' has such a key",
-                "use a dotted key of the experiment file, e.g. train.steps or model.hidden");
-  if (kept == 0)
-    throw Error("--where " + join(where, " --where ") + ": no trial of '" + name + "' matches",
-                "the trial labels in 'runner runs' show each trial's swept keys");
-  if (groups.size() < 2)
-    throw Error("--by " + key + ": every trial of '" + name + "' has " + key + " = " + order[0] +
-                ", so there is nothing to compare");
-  std::string a_value = baseline.empty() ? order[0] : baseline;
-  if (!groups.count(a_value))
-    throw Error("--baseline " + baseline + ": no trial of '" + name + "' has " + key + " = " +
-                    baseline,
-                "values found: " + join(order, ", "));
-  std::vector<std::string> others;
-  for (const auto& v : order)
-    if (v != a_value) others.push_back(v);
-  std::string b_value = versus;
-  if (!b_value.empty() && (b_value == a_value || !groups.count(b_value)))
-    throw Error("--versus " + versus + ": no other trial of '" + name + "' has " + key + " = " +
-                    versus,
-                "values found: " + join(order, ", "));
-  if (b_value.empty()) {
-    if (others.size() > 1)
-      throw Error("--by " + key + " splits '" + name + "' into " + std::to_string(order.size()) +
-                      " groups (" + join(order, ", ") + "); compare exactly two",
-                  "pick them with --baseline VALUE --versus VALUE, or compare trials directly: "
-                  "runner compare trial:N trial:M");
-    b_value = others[0];
-  }
-  Side a, b;
-  const std::string scope = filters.empty() ? "" : " (" + join(where, ", ") + ")";
-  a.name = key + "=" + a_value + scope;
-  b.name = key + "=" + b_value + scope;
-  for (auto id : groups[a_value]) add_trial(db, id, RunFilter::finished, a);
-  for (auto id : groups[b_value]) add_trial(db, id, RunFilter::finished, b);
-  return {std::move(a), std::move(b)};
 }
 
 std::vector<std::string> label_keys(const std::string& label) {

@@ -1,7 +1,7 @@
 // Which runs a command reads: the selectors of `compare`, `report` and
 // `export` (RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME), the
-// split of one experiment by a swept key (--by) with the options that ask for
-// it, and the values of dotted configuration keys in a trial's resolved
+// split of one experiment by a swept key (--by, split_by.cpp) with the options
+// that ask for it, and the values of dotted configuration keys in a trial's resolved
 // configuration and sweep label.
 #pragma once
 
@@ -39,10 +39,41 @@ enum class RunFilter { finished, all };
 [[nodiscard]] Side select_all(const store::Store& db, const std::vector<std::string>& selectors,
                               RunFilter filter);
 
-/// Splits one experiment:NAME's finished runs into two sides by the value of
-/// `key`, among the trials that match every `where` ("KEY=VALUE"): side A
-/// has `baseline` (default: the first value), side B `versus` (default: the
-/// only other one). Throws runner::Error (input) with what to do otherwise.
+/// What splitting one experiment:NAME by a key asks for: side A has
+/// `baseline` (default: the first value), side B `versus` (default: the only
+/// other one), among the trials that match every `where` ("KEY=VALUE"; a
+/// trial whose plugin has no such option is kept).
+struct SplitRequest {
+  std::string selector;            ///< "experiment:NAME"
+  std::string key;                 ///< the compared key, "comm_hook.plugin"
+  std::string baseline, versus;    ///< "" for the defaults
+  std::vector<std::string> where;  ///< "KEY=VALUE", each one kept trials must match
+  bool pairs = false;              ///< one comparison per pair of like trials (--pairs)
+};
+
+/// One comparison of a split: its two sides and, pair by pair, the values of
+/// the other keys that vary and the two trials ("" and 0 for a plain split).
+struct SidePair {
+  std::string context;                    ///< "kernel.plugin=scale kernel.shape=[1024, 1024]"
+  std::int64_t trial_a = 0, trial_b = 0;  ///< the pair's trials
+  Side a, b;
+};
+
+/// The sides of one experiment split by a key.
+struct Split {
+  std::vector<std::string> varying;    ///< the other keys that vary within a side
+  std::vector<SidePair> pairs;         ///< one, or pair by pair one per matching pair of trials
+  std::vector<std::string> unmatched;  ///< pair by pair: trials with no like trial on the other side
+};
+
+/// Splits one experiment's finished runs into two sides by a key. A side
+/// pools only trials that differ in nothing but the key and the --where keys;
+/// otherwise, without `pairs`, throws runner::Error (input) naming the other
+/// keys that vary, their values and the --where that would fix it. Throws
+/// runner::Error (input) with what to do for every other bad request too.
+[[nodiscard]] Split split_experiment(const store::Store& db, const SplitRequest& request);
+
+/// split_experiment() without pairs: its one pair of sides.
 [[nodiscard]] std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
                                              const std::string& key, const std::string& baseline,
                                              const std::string& versus,
@@ -55,6 +86,10 @@ enum class RunFilter { finished, all };
 /// The --by key, or "" without one. Throws runner::Error (input) when --by
 /// comes with other than one selector.
 [[nodiscard]] std::string by_option(const Args& args);
+
+/// The split the one selector and the --by, --baseline, --versus and --where
+/// options of `args` ask for (pairs: false; `compare` sets it from --pairs).
+[[nodiscard]] SplitRequest split_request(const Args& args);
 
 /// split_by() of the one selector by the --by key, with --baseline, --versus
 /// and every --where of `args`.

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "compare_fixture.hpp"
 #include "runner/store/store.hpp"
 #include "support/cli_harness.hpp"
 
@@ -178,19 +179,7 @@ TEST_F(CompareCliTest, BadSelectorsAreInputErrors) {
   EXPECT_EQ(r.err, "error: --format must be table, json or csv, found 'xml'\n");
 }
 
-// Records repetition `repeat` of `start`'s trial as finished: a step_time
-// median (and mean) of `p50` over 10 steps, with `metrics` beside it.
-void record_finished(runner::store::Store& store, runner::store::RunStart start, int repeat,
-                     double p50, const std::vector<runner::store::Metric>& metrics = {}) {
-  start.repeat_index = repeat;
-  const auto run = store.begin_run(start);
-  runner::store::Summary summary;
-  summary.metric = "step_time";
-  summary.unit = "ns";
-  summary.n = 10;
-  summary.p50 = summary.mean = p50;
-  store.finish_run(run, runner::store::RunStatus::finished, "", {summary}, metrics);
-}
+using runner::test::record_finished;
 
 // A recipe's trade in one comparison: memory and held-out quality beside
 // time, each verdict in the metric's own words; and --by on a sweep of more
@@ -277,11 +266,14 @@ TEST_F(CompareTradeTest, ByPicksTwoValuesAmongTheTrialsWhere) {
       << r.out;
   EXPECT_EQ(verdict_of(r.out, "step_time"), "slower") << r.out;
   EXPECT_EQ(verdict_of(r.out, "peak_cpu_alloc_bytes"), "smaller") << r.out;
-  // Without --where, each side holds both models' runs.
-  r = runner(by + " --baseline amp_bf16 --versus bf16");
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("A: train.precision=amp_bf16 (10 finished run(s))"), std::string::npos)
-      << r.out;
+  // Without --where, each side would pool both models' runs: refused
+  // (issue 36), with the --where that compares like with like.
+  expect_refused(by + " --baseline amp_bf16 --versus bf16",
+                 "error: --by train.precision: a side would pool trials that differ in more than "
+                 "train.precision (train.precision=amp_bf16: 2 trial(s), train.precision=bf16: 2 "
+                 "trial(s)); they also differ in model.plugin (resnet, lm)\n"
+                 "hint: compare like with like: add --where model.plugin=resnet (one value of "
+                 "each), or compare pair by pair with --pairs\n");
 
   expect_refused(by,
                  "error: --by train.precision splits 'trade' into 3 groups ((default), amp_bf16, "
