@@ -78,12 +78,17 @@ bool alike(const Context& a, const Context& b) {
   return true;
 }
 
-// The values of a pair for the varying keys, "key=value" each.
+// A value for people: the empty string ("", ATen's path in model.norm_op) shown.
+std::string shown(const std::string& value) { return value.empty() ? "\"\"" : value; }
+
+// The values of a pair for the varying keys, "key=value" each; as --where
+// takes them (the empty string as nothing) or as people read them.
 std::vector<std::string> pair_values(const std::vector<std::string>& keys, const Context& a,
-                                     const Context& b) {
+                                     const Context& b, bool as_where = false) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < keys.size(); ++i)
-    if (const auto& v = a[i] ? a[i] : b[i]) out.push_back(keys[i] + "=" + *v);
+    if (const auto& v = a[i] ? a[i] : b[i])
+      out.push_back(keys[i] + "=" + (as_where ? *v : shown(*v)));
   return out;
 }
 
@@ -204,7 +209,8 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
       for (const TrialView* t : *side)
         if (const auto v = value_of(*t, k, owners)) {
           within.insert(*v);
-          if (std::find(values.begin(), values.end(), *v) == values.end()) values.push_back(*v);
+          if (std::find(values.begin(), values.end(), shown(*v)) == values.end())
+            values.push_back(shown(*v));
         }
       varies = varies || within.size() > 1;
     }
@@ -222,7 +228,7 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
           scope.push_back(request.where[i]);
           break;
         }
-    return key + "=" + value + (scope.empty() ? "" : " (" + join(scope, ", ") + ")");
+    return key + "=" + shown(value) + (scope.empty() ? "" : " (" + join(scope, ", ") + ")");
   };
   const std::string a_name = side_name(a_value, side_a), b_name = side_name(b_value, side_b);
   if (split.varying.empty()) {
@@ -265,14 +271,16 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
       std::vector<std::string> options;
       const SidePair& first = split.pairs.front();
       for (const std::string& assignment :
-           pair_values(split.varying, context_of(*trial(first.trial_a)), context_of(*trial(first.trial_b))))
+           pair_values(split.varying, context_of(*trial(first.trial_a)),
+                       context_of(*trial(first.trial_b)), true))
         options.push_back(where_option(assignment));
       fix = "compare like with like: add " + join(options, " ") +
             " (one value of each), or compare pair by pair with --pairs";
     }
     throw Error("--by " + key + ": a side would pool trials that differ in more than " + key +
                     " (" + a_name + ": " + std::to_string(side_a.size()) + " trial(s), " +
-                    b_name + ": " + std::to_string(side_b.size()) + " trial(s)); they also differ in " +
+                    b_name + ": " + std::to_string(side_b.size()) +
+                    " trial(s)); they also differ in " +
                     join(described, ", "),
                 fix);
   }
@@ -283,10 +291,11 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
   for (const auto* side : {&side_a, &side_b})
     for (const TrialView* t : *side)
       if (!paired.count(t->id)) {
-        std::vector<std::string> values{key + "=" + (side == &side_a ? a_value : b_value)};
+        std::vector<std::string> values{key + "=" + shown(side == &side_a ? a_value : b_value)};
         const Context c = context_of(*t);
         for (const std::string& v : pair_values(split.varying, c, c)) values.push_back(v);
-        split.unmatched.push_back("trial:" + std::to_string(t->id) + " (" + join(values, " ") + ")");
+        split.unmatched.push_back("trial:" + std::to_string(t->id) + " (" + join(values, " ") +
+                                  ")");
       }
   return split;
 }

@@ -48,7 +48,8 @@ class CompareSidesTest : public runner::test::CliTestBase {
         start.trial_id = ids[planned.trial];
         start.fingerprint_id = fingerprint;
         record_finished(store, start, static_cast<int>(planned.repeat),
-                        100e6 + 1e6 * static_cast<double>(planned.trial) + 1e5 * static_cast<double>(planned.repeat));
+                        100e6 + 1e6 * static_cast<double>(planned.trial) +
+                            1e5 * static_cast<double>(planned.repeat));
       }
     }
     // Start times one second apart in run order (begin_run writes now, in ms).
@@ -113,6 +114,17 @@ std::vector<TrialSpec> powersgd_trials() {
           trial("powersgd", R"({"matrix_approximation_rank":2,"start_powerSGD_iter":10})", "ddp")};
 }
 
+// fused_ops_step.toml: two ops, each ATen's ("", the default) or runner's.
+std::vector<TrialSpec> fused_trials() {
+  std::vector<TrialSpec> four;
+  for (const std::string norm : {"", "runner::layernorm"})
+    for (const std::string act : {"", "runner::bias_gelu"})
+      four.push_back({R"({"model":{"options":{"activation_op":")" + act + R"(","norm_op":")" + norm +
+                          R"("},"plugin":"transformer_lm"}})",
+                      ""});
+  return four;
+}
+
 TEST_F(CompareSidesTest, ByRefusesToPoolTrialsThatDifferInAnotherKey) {
   record("kernels", kernel_trials(), 5);
   // Issue 36: --versus native put every operator and shape on each side.
@@ -140,6 +152,21 @@ TEST_F(CompareSidesTest, ByRefusesToPoolTrialsThatDifferInAnotherKey) {
                    "--where kernel.buffers=0")
                 .code,
             0);
+}
+
+TEST_F(CompareSidesTest, TheEmptyStringIsShownQuotedAndWhereTakesIt) {
+  record("fused", fused_trials(), 5);
+  expect_refused("compare experiment:fused --by model.norm_op",
+                 "error: --by model.norm_op: a side would pool trials that differ in more than "
+                 "model.norm_op (model.norm_op=\"\": 2 trial(s), model.norm_op=runner::layernorm: 2 "
+                 "trial(s)); they also differ in model.activation_op (\"\", runner::bias_gelu)\n"
+                 "hint: compare like with like: add --where model.activation_op= (one value of "
+                 "each), or compare pair by pair with --pairs\n");
+  const Result r = runner("compare experiment:fused --by model.norm_op --where model.activation_op=");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("A: model.norm_op=\"\" (model.activation_op=) (5 finished run(s))\n"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(CompareSidesTest, PairsComparesEachPairOfLikeTrials) {
@@ -243,16 +270,14 @@ TEST_F(CompareSidesTest, SelectorsOfTrialsAndOfTwoExperimentsStillCompare) {
 TEST_F(CompareSidesTest, ASweepRunInRoundsIsNeverSeparateBlocks) {
   // powersgd.toml's six trials and fused_ops_step.toml's four.
   std::vector<TrialSpec> six = powersgd_trials();
-  six.push_back({R"({"comm_hook":{"options":{},"plugin":"fp16_compress"},"distributed":{"reducer":"ddp"}})", ""});
-  six.push_back({R"({"comm_hook":{"options":{"matrix_approximation_rank":4},"plugin":"powersgd"},"distributed":{"reducer":"ddp"}})", ""});
+  six.push_back({R"({"comm_hook":{"options":{},"plugin":"fp16_compress"},)"
+                 R"("distributed":{"reducer":"ddp"}})",
+                 ""});
+  six.push_back({R"({"comm_hook":{"options":{"matrix_approximation_rank":4},"plugin":"powersgd"},)"
+                 R"("distributed":{"reducer":"ddp"}})",
+                 ""});
   const auto p = record("powersgd", six, 5);
-  std::vector<TrialSpec> four;
-  for (const std::string norm : {"", "runner::layernorm"})
-    for (const std::string act : {"", "runner::bias_gelu"})
-      four.push_back({R"({"model":{"options":{"activation_op":")" + act + R"(","norm_op":")" + norm +
-                          R"("},"plugin":"transformer_lm"}})",
-                      ""});
-  const auto f = record("fused", four, 5, 1000);
+  const auto f = record("fused", fused_trials(), 5, 1000);
   const auto trial = [](std::int64_t id) { return "trial:" + std::to_string(id); };
   for (const auto* ids : {&p, &f})
     for (std::size_t i = 0; i < ids->size(); ++i)

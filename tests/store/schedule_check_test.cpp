@@ -22,7 +22,8 @@ std::vector<std::vector<double>> starts_by_trial(std::size_t trials, std::int64_
                                                  bool shuffle) {
   std::vector<std::vector<double>> starts(trials);
   double t = 0;
-  for (const auto& run : runner::interleave(trials, repeats, shuffle, 7)) starts[run.trial].push_back(t++);
+  for (const auto& run : runner::interleave(trials, repeats, shuffle, 7))
+    starts[run.trial].push_back(t++);
   return starts;
 }
 
