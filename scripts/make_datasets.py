@@ -16,16 +16,41 @@ Formats and what they write under OUT:
   tokens        tokens/tokens.bin (uint16 ids, a Markov chain over 256 tokens)
 
 Run it with the interpreter of the set-up environment (numpy; Pillow for
-image_folder), e.g. ~/.cache/runner/venv-torch-2.14.1/bin/python.
+image_folder), e.g. ~/.cache/runner/venv-torch-2.14.1/bin/python. With
+another Python it checks those imports first and says which Python to use,
+before it writes anything.
 """
 import argparse
+import glob
+import importlib
 import os
 import struct
 import sys
 
-import numpy as np
+np = None  # numpy, imported by main() once it is known to be there
 
 FORMATS = ["cifar10", "cifar100", "mnist", "image_folder", "npy", "tokens"]
+
+
+def missing_modules(formats):
+    """The modules (as pip names them) the formats need that this Python
+    cannot import."""
+    needed = [("numpy", "numpy")]
+    if "image_folder" in formats:
+        needed.append(("PIL.Image", "Pillow"))
+    missing = []
+    for module, package in needed:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
+    return missing
+
+
+def setup_pythons():
+    """The set-up's interpreters on this machine (scripts/dev makes them)."""
+    pattern = os.path.join(os.path.expanduser("~"), ".cache", "runner", "venv-torch-*", "bin", "python")
+    return sorted(glob.glob(pattern))
 
 
 def images(rng, n, classes, channels, size):
@@ -53,7 +78,8 @@ def write_cifar(out, rng, train, evaluation, hundred):
     def records(n):
         x, fine = images(rng, n, classes, 3, 32)
         head = [(fine // 5).astype(np.uint8), fine.astype(np.uint8)] if hundred else [fine.astype(np.uint8)]
-        return np.concatenate([np.stack(head, 1), x.reshape(n, -1)], 1).tobytes()
+        # (3 * 32 * 32, not -1: a batch of --train below 5 may hold no record)
+        return np.concatenate([np.stack(head, 1), x.reshape(n, 3 * 32 * 32)], 1).tobytes()
 
     if hundred:
         files = {"train.bin": train, "test.bin": evaluation}
@@ -144,6 +170,15 @@ def main():
         sys.exit(f"make_datasets.py: unknown format {', '.join(unknown)}; known: {', '.join(FORMATS)}")
     if args.train < 1 or args.eval < 1 or args.image_size < 8:
         sys.exit("make_datasets.py: --train and --eval must be >= 1, --image-size >= 8")
+    missing = missing_modules(formats)
+    if missing:
+        found = setup_pythons()
+        use = found[-1] if found else "~/.cache/runner/venv-torch-VERSION/bin/python (scripts/dev makes it)"
+        sys.exit(f"make_datasets.py: this Python ({sys.executable}) cannot import "
+                 f"{' and '.join(missing)}; nothing was written. Run it with the set-up's "
+                 f"Python: {use} {' '.join(sys.argv)}")
+    global np
+    import numpy as np
     writers = {
         "cifar10": lambda rng: write_cifar(args.out, rng, args.train, args.eval, False),
         "cifar100": lambda rng: write_cifar(args.out, rng, args.train, args.eval, True),

@@ -27,6 +27,9 @@ int handle_rerun(const Args& args, const Global& global) {
   for (const auto& warning : file.warnings()) spdlog::warn("{}", warning);
   RunFlags flags = run_flags(args, global);
   flags.options.policy = ResumePolicy::force;
+  // Recorded under the run's own experiment row: an unchanged configuration
+  // adds a run to the run's trial, not a new experiment and trial.
+  flags.options.experiment_id = run->experiment_id;
   flags.set.push_back("experiment.repeats=1");
   const PreparedExperiment p = prepare(file.path(), global, flags.set);
   // The same configuration must come back, or the rerun would not be one.
@@ -50,8 +53,10 @@ Command rerun_command() {
   };
   def.details =
       "Rebuilds the run's stored resolved configuration (canonical JSON) and runs it once,\n"
-      "loading the same plugin library files. A plugin whose file hash changed since is\n"
-      "named in a warning; the rerun then belongs to a new trial (identity includes hashes).";
+      "loading the same plugin library files, and records it under the run's experiment:\n"
+      "an unchanged configuration adds a run to the run's trial. A plugin whose file hash\n"
+      "changed since is named in a warning; the rerun then belongs to a new trial of that\n"
+      "experiment (a trial's identity includes the plugin hashes and the environment).";
   return {def, &handle_rerun};
 }
 

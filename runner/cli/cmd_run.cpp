@@ -18,6 +18,7 @@
 #include "implied_comparisons.hpp"
 #include "running.hpp"
 #include "table.hpp"
+#include "trial_names.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/experiment/experiment.hpp"
@@ -59,19 +60,33 @@ double find_metric(const std::vector<store::Metric>& all, const std::string& nam
   return std::nan("");
 }
 
-// The end-of-sweep table's columns for an experiment kind.
+// The end-of-sweep table's columns for an experiment kind, after the trial's.
 std::vector<std::string> columns(RunKind kind) {
   switch (kind) {
     case RunKind::train:
-      return {"run", "trial", "repeat", "status", "step p50", "step p90", "samples/s",
-              "loss final"};
+      // "loss (last 10)": the mean of the last 10 measured steps, as the
+      // progress line shows it (loss_final).
+      return {"repeat", "status", "step p50", "step p90", "samples/s", "loss (last 10)"};
     case RunKind::infer:
-      return {"run", "trial", "repeat", "status", "latency p50", "p90", "p99", "samples/s"};
+      return {"repeat", "status", "latency p50", "p90", "p99", "samples/s"};
     case RunKind::kernel:
-      return {"run", "trial", "repeat", "status", "call p50", "p90", "GB/s", "of copy BW",
-              "max rel err"};
+      return {"repeat", "status", "call p50", "p90", "GB/s", "of copy BW", "max rel err"};
   }
   return {};
+}
+
+// Every trial of the schedule, for the keys that tell them apart.
+std::vector<const Trial*> trials_of(const Sweep& sweep) {
+  std::vector<const Trial*> out;
+  for (const PreparedExperiment* p : sweep)
+    for (const Trial& t : p->trials) out.push_back(&t);
+  return out;
+}
+
+// A summary's quantile, or "-" for a run that measured no step (one that
+// diverged or failed during its warm-up).
+std::string quantile_cell(const store::Summary* summary, double store::Summary::*field) {
+  return summary != nullptr && summary->n > 0 ? format_ns(summary->*field) : "-";
 }
 
 // Prints what the scheduler does: a progress line per run (rewritten in
@@ -82,7 +97,10 @@ class PrintingObserver final : public RunObserver {
       : PrintingObserver(Sweep{&p}, global) {}
   PrintingObserver(const Sweep& sweep, const Global& global)
       : sweep_(sweep), global_(global), kind_(sweep.front()->first().kind),
-        terminal_(::isatty(STDERR_FILENO) == 1), table_(columns(kind_)) {}
+        terminal_(::isatty(STDERR_FILENO) == 1), keys_(distinguishing_keys(trials_of(sweep))),
+        table_(sweep.size() > 1 ? std::vector<std::string>{"run", "experiment"}
+                                : std::vector<std::string>{"run"},
+               columns(kind_), keys_) {}
 
   void on_plan(const SweepPlan& plan) override {
     if (plan.marked_interrupted > 0)
@@ -99,19 +117,21 @@ class PrintingObserver final : public RunObserver {
   }
 
   void on_run_started(const RunStarted& run) override {
+    run_start_ = std::chrono::steady_clock::now();
     prefix_ = "[" + std::to_string(run.position) + "/" + std::to_string(run.total) + "] run " +
               std::to_string(run.run_id) + " " +
               (sweep_.size() > 1 ? run.trial->experiment.name + " " : std::string()) +
-              trial_name(*run.trial) + " repeat " +
-              std::to_string(run.repeat) + (run.eta_s ? " eta " + format_duration(*run.eta_s) : "") +
-              (run.failures ? " failures " + std::to_string(run.failures) : "");
+              reference(run) + " repeat " + std::to_string(run.repeat);
   }
 
-  void on_progress(const RunStarted&, const Progress& p) override {
-    std::string line =
-        prefix_ + (kind_ == RunKind::kernel ? " call " : " step ") + std::to_string(p.step) +
-        "/" + std::to_string(p.total_steps);
-    if (!std::isnan(p.last_loss)) line += "  loss " + format_number(p.last_loss);
+  void on_progress(const RunStarted& run, const Progress& p) override {
+    std::string line = prefix_;
+    if (const auto eta = eta_s(run, p)) line += " eta " + format_duration(*eta);
+    if (run.failures) line += " failures " + std::to_string(run.failures);
+    line += (kind_ == RunKind::kernel ? " call " : " step ") + std::to_string(p.step) + "/" +
+            std::to_string(p.total_steps);
+    // The mean of the last 10 steps, the quantity of the table's column.
+    if (!std::isnan(p.last_loss)) line += "  loss (last 10) " + format_number(p.last_loss);
     // How much of the recent steps went to waiting for data (docs/data.md).
     if (!std::isnan(p.data_share))
       line += "  data wait " + format_number(std::round(p.data_share * 1000) / 10) + "%";
@@ -125,12 +145,14 @@ class PrintingObserver final : public RunObserver {
 
   void on_run_ended(const RunEnded& run) override {
     if (terminal_) std::cerr << "\r\033[K" << std::flush;
+    spent_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+    ++ended_;
     const store::RunDetail& detail = run.detail;
     const Trial& trial = *run.started.trial;
     const std::string status = to_string(detail.row.status);
     if (detail.row.status != store::RunStatus::finished &&
         detail.row.status != store::RunStatus::interrupted)
-      spdlog::error("run {} ({}, repeat {}) {}: {}", run.started.run_id, trial_name(trial),
+      spdlog::error("run {} ({}, repeat {}) {}: {}", run.started.run_id, reference(run.started),
                     run.started.repeat, status, detail.error);
     const store::Summary* wall = find_summary(detail.summaries, headline_metric(kind_));
     if (wall != nullptr)
@@ -147,28 +169,30 @@ class PrintingObserver final : public RunObserver {
                    run.started.run_id, format_number(profiled), trace.empty() ? "-" : trace,
                    run.started.run_id);
     }
-    std::string trial_column = trial.label.empty() ? std::to_string(trial.index + 1) : trial.label;
-    if (sweep_.size() > 1) trial_column = trial.experiment.name + " " + trial_column;
-    const std::string id = std::to_string(run.started.run_id);
+    std::vector<std::string> before{std::to_string(run.started.run_id)};
+    if (sweep_.size() > 1) before.push_back(trial.experiment.name);
     const std::string repeat = std::to_string(run.started.repeat);
+    // A diverged run says where instead of statistics it does not have.
+    const std::string shown_status = detail.row.status == store::RunStatus::diverged &&
+                                             !detail.error.empty()
+                                         ? status + " (" + detail.error + ")"
+                                         : status;
+    std::vector<std::string> after{repeat, shown_status, quantile_cell(wall, &store::Summary::p50),
+                                   quantile_cell(wall, &store::Summary::p90)};
     if (kind_ == RunKind::train) {
-      table_.add({id, trial_column, repeat, status, wall ? format_ns(wall->p50) : "-",
-                  wall ? format_ns(wall->p90) : "-",
-                  format_number(find_metric(detail.metrics, "samples_per_s")),
-                  format_number(find_metric(detail.metrics, "loss_final"))});
+      after.push_back(format_number(find_metric(detail.metrics, "samples_per_s")));
+      after.push_back(format_number(find_metric(detail.metrics, "loss_final")));
     } else if (kind_ == RunKind::kernel) {
       const double bandwidth = find_metric(detail.metrics, "bandwidth_bytes_per_s");
       const double share = find_metric(detail.metrics, "fraction_of_peak_bandwidth");
-      table_.add({id, trial_column, repeat, status, wall ? format_ns(wall->p50) : "-",
-                  wall ? format_ns(wall->p90) : "-",
-                  std::isnan(bandwidth) ? "-" : format_number(bandwidth / 1e9),
-                  std::isnan(share) ? "-" : format_number(100 * share) + " %",
-                  format_number(find_metric(detail.metrics, "max_rel_error"))});
+      after.push_back(std::isnan(bandwidth) ? "-" : format_number(bandwidth / 1e9));
+      after.push_back(std::isnan(share) ? "-" : format_number(100 * share) + " %");
+      after.push_back(format_number(find_metric(detail.metrics, "max_rel_error")));
     } else {
-      table_.add({id, trial_column, repeat, status, wall ? format_ns(wall->p50) : "-",
-                  wall ? format_ns(wall->p90) : "-", wall ? format_ns(wall->p99) : "-",
-                  format_number(find_metric(detail.metrics, "samples_per_s"))});
+      after.push_back(quantile_cell(wall, &store::Summary::p99));
+      after.push_back(format_number(find_metric(detail.metrics, "samples_per_s")));
     }
+    table_.add(std::move(before), trial, std::to_string(run.started.trial_id), std::move(after));
   }
 
   /// The summary after the sweep; returns the exit code.
@@ -191,7 +215,10 @@ class PrintingObserver final : public RunObserver {
     std::cout << "\n" << join(names(), ", ") << " (" << to_string(sweep_.front()->first().kind)
               << ", " << trials << " trial(s), " << result.done << " run(s) now, "
               << result.skipped << " skipped as done)\n";
-    if (!table_.empty()) table_.print(std::cout);
+    if (!table_.empty()) {
+      table_.print(std::cout, terminal_width());
+      std::cout << trial_column_note() << "\n";
+    }
     std::cout << "recorded in " << global_.db.string() << "\n";
     if (result.stop == StopReason::interrupted) {
       spdlog::warn("interrupted: {} of {} runs done; run the same command again to resume",
@@ -216,16 +243,42 @@ class PrintingObserver final : public RunObserver {
     return (sweep_.size() > 1 ? "experiments " : "experiment ") + join(quoted, ", ");
   }
 
+  // "trial:2", and the keys that tell it from the others ("trial:2
+  // (train.precision=bf16)").
+  [[nodiscard]] std::string reference(const RunStarted& run) const {
+    const std::string label = short_label(*run.trial, keys_);
+    return "trial:" + std::to_string(run.trial_id) + (label.empty() ? "" : " (" + label + ")");
+  }
+
+  // Time left: the rest of this run at its recent pace, and the runs after
+  // it at the pace of those done (this one's, estimated, before any is).
+  [[nodiscard]] std::optional<double> eta_s(const RunStarted& run, const Progress& p) const {
+    if (!(p.steps_per_s > 0)) return run.eta_s;
+    const double left_in_run = static_cast<double>(p.total_steps - p.step) / p.steps_per_s;
+    const double per_run =
+        ended_ > 0 ? spent_s_ / static_cast<double>(ended_)
+                   : std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_)
+                             .count() + left_in_run;
+    return left_in_run + static_cast<double>(run.total - run.position) * per_run;
+  }
+
   Sweep sweep_;
   const Global& global_;
   RunKind kind_;
   bool terminal_;
-  Table table_;
+  std::vector<std::string> keys_;  // the keys that tell the trials apart
+  TrialTable table_;
   std::string prefix_;
+  std::chrono::steady_clock::time_point run_start_;
+  double spent_s_ = 0;             // wall time of the runs ended so far
+  std::int64_t ended_ = 0;
 };
 
 int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
-  Table table({"#", "trial", "repeat", "action"});
+  TrialTable table(sweep.size() > 1 ? std::vector<std::string>{"#", "experiment"}
+                                    : std::vector<std::string>{"#"},
+                   {"repeat", "action"}, distinguishing_keys(trials_of(sweep)));
+  bool any_new = false;
   std::int64_t to_run = 0;
   const std::vector<PlannedAction> actions = plan_sweep(sweep, options);
   // What changed since the recorded runs, once per trial.
@@ -235,19 +288,25 @@ int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
     const PlannedAction& action = actions[i];
     const PreparedExperiment& p = *sweep[action.experiment];
     const Trial& trial = p.trials[action.run.trial];
-    const std::string name =
-        (sweep.size() > 1 ? p.first().name + " " : std::string()) + trial_name(trial);
+    const std::string name = (sweep.size() > 1 ? p.first().name + " " : std::string()) +
+                             trial_reference(trial, action.trial_id);
+    any_new = any_new || !action.trial_id;
     const std::string& reason = action.skip_reason;
     to_run += reason.empty() ? 1 : 0;
     std::string what = reason.empty() ? "run" : "skip: " + reason;
     if (reason.empty() && !action.changes.empty()) what += " (changed since the recorded runs)";
     if (reason.empty() && !fresh_process_reasons(trial.experiment).empty())
       what += " [fresh process]";
-    table.add({std::to_string(i + 1), name, std::to_string(action.run.repeat), what});
+    std::vector<std::string> before{std::to_string(i + 1)};
+    if (sweep.size() > 1) before.push_back(p.first().name);
+    table.add(std::move(before), trial, trial_cell(trial, action.trial_id),
+              {std::to_string(action.run.repeat), what});
     if (!action.changes.empty() && seen.insert({action.experiment, action.run.trial}).second)
       changed.emplace_back(name, action.changes);
   }
-  table.print(std::cout);
+  table.print(std::cout, terminal_width());
+  std::cout << trial_column_note()
+            << (any_new ? "; #K (new): the file's K-th trial, not recorded yet" : "") << "\n";
   for (const auto& [name, changes] : changed) {
     std::cout << name << ": runs of the same configuration are recorded under another "
               << "environment; changed since:\n";

@@ -1,5 +1,6 @@
 // runner runs: the recorded runs, newest first, with each one's headline p50.
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "commands.hpp"
@@ -11,18 +12,31 @@ namespace runner::cli {
 namespace {
 
 int handle_runs(const Args& args, const Global& global) {
-  const std::int64_t limit = parse_integer(args.get("--limit", "50"), "--limit", 1);
+  if (args.has("--all") && args.has("--limit"))
+    throw Error("--all and --limit exclude each other",
+                "--all lists every run; --limit N the newest N");
+  const std::int64_t limit = args.has("--all")
+                                 ? std::numeric_limits<std::int64_t>::max()
+                                 : parse_integer(args.get("--limit", "50"), "--limit", 1);
   const store::Store db = store::Store::open_read_only(global.db);
+  // trial: the id that `compare trial:N` and `report trial:N` take.
   Table table({"run", "experiment", "trial", "repeat", "kind", "status", "started", "p50"});
-  for (const auto& r : db.list_runs(limit))
+  std::int64_t shown = 0;
+  for (const auto& r : db.list_runs(limit)) {
     table.add({std::to_string(r.id), r.experiment, std::to_string(r.trial_id),
                std::to_string(r.repeat_index), to_string(r.kind), to_string(r.status),
                r.started_at, r.headline ? format_ns(*r.headline) : "-"});
+    ++shown;
+  }
   if (table.empty()) {
     std::cout << "no runs in " << global.db.string() << "\n";
     return kExitOk;
   }
   table.print(std::cout);
+  // A cut list says so: the runs left out are the oldest.
+  if (const std::int64_t total = db.count_runs(); shown < total)
+    std::cout << shown << " of " << total << " runs shown, the newest; --limit N for more, --all "
+              << "for every run\n";
   return kExitOk;
 }
 
@@ -33,7 +47,8 @@ Command runs_command() {
   def.name = "runs";
   def.summary = "list recorded runs, newest first";
   def.usage = "runner runs [options]";
-  def.options = {{"--limit", "N", "show at most N runs (default 50)", false}};
+  def.options = {{"--limit", "N", "show at most N runs (default 50)", false},
+                 {"--all", "", "show every run", false}};
   return {def, &handle_runs};
 }
 

@@ -120,9 +120,11 @@ int handle_show(const Args& args, const Global& global) {
                 "run 'runner runs' to list the recorded runs");
   if (args.has("--ops")) return print_ops(db, *run, top);
   const auto& r = run->row;
-  std::cout << "run " << r.id << "  " << terminal_safe(r.experiment) << "  (" << r.kind << ", trial "
-            << r.trial_id << ", repeat " << r.repeat_index << ")\n"
-            << "status:   " << r.status << "\n"
+  // trial:N as compare and report take it back.
+  std::cout << "run " << r.id << "  " << terminal_safe(r.experiment) << "  (" << r.kind << ", trial:"
+            << r.trial_id << ", repeat " << r.repeat_index << ")\n";
+  if (!r.label.empty()) std::cout << "trial:    " << terminal_safe(r.label) << "\n";
+  std::cout << "status:   " << r.status << "\n"
             << "started:  " << terminal_safe(r.started_at) << "\n"
             << "finished: " << (r.finished_at.empty() ? "-" : terminal_safe(r.finished_at)) << "\n"
             << "seed:     " << run->seed << "\n"

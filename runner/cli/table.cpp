@@ -1,8 +1,12 @@
 #include "table.hpp"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace runner::cli {
 
@@ -71,12 +75,37 @@ std::string terminal_safe(std::string_view text) {
   return out;
 }
 
-void Table::print(std::ostream& out) const {
+std::vector<std::size_t> Table::column_widths() const {
   std::vector<std::size_t> width(header_.size(), 0);
   for (std::size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
   for (const auto& row : rows_)
     for (std::size_t c = 0; c < row.size() && c < width.size(); ++c)
       width[c] = std::max(width[c], row[c].size());
+  return width;
+}
+
+std::size_t Table::width() const {
+  const std::vector<std::size_t> widths = column_widths();
+  std::size_t total = widths.empty() ? 0 : 2 * (widths.size() - 1);
+  for (std::size_t w : widths) total += w;
+  return total;
+}
+
+std::size_t terminal_width() {
+  if (const char* columns = std::getenv("COLUMNS"); columns != nullptr) {
+    char* end = nullptr;
+    const long value = std::strtol(columns, &end, 10);
+    if (end != columns && *end == '\0' && value > 0) return static_cast<std::size_t>(value);
+  }
+  winsize size{};
+  if (::isatty(STDOUT_FILENO) == 1 && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 &&
+      size.ws_col > 0)
+    return size.ws_col;
+  return 100;
+}
+
+void Table::print(std::ostream& out) const {
+  const std::vector<std::size_t> width = column_widths();
   auto line = [&](const std::vector<std::string>& cells, bool header) {
     std::string text;
     for (std::size_t c = 0; c < width.size(); ++c) {

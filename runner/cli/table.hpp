@@ -25,11 +25,19 @@ class Table {
   }
   void print(std::ostream& out) const;
   [[nodiscard]] bool empty() const { return rows_.empty(); }
+  /// The characters of its widest printed line.
+  [[nodiscard]] std::size_t width() const;
 
  private:
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;
+
+  [[nodiscard]] std::vector<std::size_t> column_widths() const;
 };
+
+/// The width tables should fit: $COLUMNS when set, else the terminal's on
+/// standard output, else 100 (a pipe, a file).
+[[nodiscard]] std::size_t terminal_width();
 
 /// A duration in ns as "812 ns", "3.41 us", "12.0 ms", "1.50 s".
 [[nodiscard]] std::string format_ns(double ns);

@@ -98,6 +98,13 @@ std::vector<RunRow> Store::list_runs(std::int64_t limit) const {
   });
 }
 
+std::int64_t Store::count_runs() const {
+  return with_context("cannot count runs", [&] {
+    Statement query(db_.get(), "SELECT count(*) FROM run_overview");
+    return query.step() ? query.int64(0) : std::int64_t{0};
+  });
+}
+
 std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
   return with_context("cannot read run " + std::to_string(run_id), [&]() -> std::optional<RunDetail> {
     RunDetail detail;

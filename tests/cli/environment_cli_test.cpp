@@ -104,7 +104,8 @@ TEST_F(EnvironmentCliTest, AChangedEnvironmentMakesNewRunsAndSaysWhatChanged) {
     r = runner("run " + file.string() + " --dry-run");
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("run (changed since the recorded runs)"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("trial 1: runs of the same configuration are recorded under another "
+    // Not recorded under this environment yet: the file's first trial, new (issue 36 item 4).
+    EXPECT_NE(r.out.find("trial #1 (new): runs of the same configuration are recorded under another "
                          "environment; changed since:\n  env.OMP_RUNNER_TEST_FLAG: (unset) -> 1\n"),
               std::string::npos)
         << r.out;

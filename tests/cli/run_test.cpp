@@ -276,7 +276,8 @@ const std::string kTiny = runner::test::tiny_experiment(
 // (an [env] variable makes the run exec a new process, which reports over a pipe).
 TEST_F(RunTest, TheProgressLineShowsTheLossAndTheDataWaitShare) {
   const std::regex line(
-      "info \\[1/1\\] run [0-9]+ trial 1 repeat 0 step 22/22  loss [0-9.e+-]+  data wait "
+      "info \\[1/1\\] run [0-9]+ trial:1 repeat 0( eta [0-9a-z]+)? step 22/22  loss \\(last 10\\) "
+      "[0-9.e+-]+  data wait "
       "[0-9.]+%  [0-9.e+]+ steps/s");
   for (const std::string rest : {"", "[env]\nTEST_FREE_VAR = \"1\"\n"}) {
     fs::remove(db_);

@@ -44,6 +44,26 @@ TEST(Stats, NoiseWarningAboveTenPercent) {
             "busy or the run is too short; treat its numbers with care");
 }
 
+// Issue 36 item 8: a coefficient of variation just above the limit used to
+// read "10%, above 10%"; it carries the decimals that show it is above.
+TEST(Stats, NoiseWarningJustAboveTheLimitReadsAboveIt) {
+  runner::store::Summary s;
+  s.metric = "step_time";
+  s.n = 10;
+  const auto cv_text = [&](double cv) {
+    s.cv = cv;
+    const std::string w = runner::store::noise_warning(s);
+    const std::string from = "coefficient of variation ";
+    return w.substr(w.find(from) + from.size(), w.find(", above") - w.find(from) - from.size());
+  };
+  EXPECT_EQ(cv_text(0.1004), "10.04%");
+  EXPECT_EQ(cv_text(0.103), "10.3%");
+  EXPECT_EQ(cv_text(0.1049), "10.5%");
+  EXPECT_EQ(cv_text(0.36), "36%");
+  s.cv = 0.1;  // at the limit: no warning
+  EXPECT_EQ(runner::store::noise_warning(s), "");
+}
+
 TEST(Stats, EmptyInputGivesZeroCount) {
   const auto s = runner::store::summarize("latency", "ns", {});
   EXPECT_EQ(s.n, 0);

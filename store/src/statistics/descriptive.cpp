@@ -2,6 +2,8 @@
 // measures and a run's summary of a per-step series (see statistics.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <sstream>
 
@@ -122,9 +124,20 @@ Summary summarize(const std::string& metric, const std::string& unit, std::vecto
 
 std::string noise_warning(const Summary& summary) {
   if (summary.n < 2 || !(summary.cv > kNoisyCoefficientOfVariation)) return {};
-  const auto percent = [](double x) { return std::to_string(static_cast<int>(x * 100 + 0.5)) + "%"; };
-  return summary.metric + " varies a lot (coefficient of variation " + percent(summary.cv) +
-         ", above " + percent(kNoisyCoefficientOfVariation) +
+  const auto percent = [](double x, int digits) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*f%%", digits, x * 100);
+    return std::string(text);
+  };
+  const std::string limit = percent(kNoisyCoefficientOfVariation, 0);
+  // The comparison is of the unrounded value; the printed one carries as
+  // many decimals as it takes to read above the limit (10.3%, not 10%).
+  std::string cv;
+  for (int digits = 0; digits <= 6; ++digits) {
+    cv = percent(summary.cv, digits);
+    if (std::strtod(cv.c_str(), nullptr) > kNoisyCoefficientOfVariation * 100) break;
+  }
+  return summary.metric + " varies a lot (coefficient of variation " + cv + ", above " + limit +
          "): the machine was busy or the run is too short; treat its numbers with care";
 }
 

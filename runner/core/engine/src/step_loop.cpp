@@ -30,12 +30,30 @@ store::Sample to_sample(std::int64_t step, bool warmup, bool profiled, const Ste
   return s;
 }
 
+// The loss a run reports (loss_final) and its progress line shows: the mean
+// over the last 10 measured steps, less noisy than one step. Before any
+// measured step (warm-up, profiled steps), the mean of the latest steps of
+// the current kind. NaN when the steps have no loss.
+double tail_loss(const std::vector<store::Sample>& samples) {
+  if (samples.empty()) return std::nan("");
+  const bool measured = samples.back().measured();
+  double sum = 0;
+  int n = 0;
+  for (auto it = samples.rbegin(); it != samples.rend() && n < 10; ++it) {
+    if (it->measured() != measured) break;
+    sum += it->loss;
+    ++n;
+  }
+  return sum / n;
+}
+
 class ProgressReporter {
  public:
   ProgressReporter(const RunRequest& request, std::int64_t total)
       : callback_(request.on_progress), total_(total) {}
-  void step(std::int64_t done, double loss, const store::Sample& sample) {
+  void step(std::int64_t done, const std::vector<store::Sample>& samples) {
     if (!callback_) return;
+    const store::Sample& sample = samples.back();
     const double data_ns = sample.phase(store::Phase::data);
     if (data_ns >= 0 && sample.wall_ns > 0) {
       data_ns_ += data_ns;
@@ -47,7 +65,7 @@ class ProgressReporter {
     Progress p;
     p.step = done;
     p.total_steps = total_;
-    p.last_loss = loss;
+    p.last_loss = tail_loss(samples);
     p.steps_per_s = elapsed > 0 ? static_cast<double>(done - last_step_) / elapsed : 0;
     if (wall_ns_ > 0) p.data_share = data_ns_ / wall_ns_;
     callback_(p);
@@ -125,8 +143,7 @@ std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_
     } else {
       ++measured_done;
     }
-    progress.step(auto_warmup ? measured_done + profiled_done : step + 1, loss_value,
-                  out.samples.back());
+    progress.step(auto_warmup ? measured_done + profiled_done : step + 1, out.samples);
     if (after_step) after_step(step + 1);
   }
   // A run that ended during its profiled steps keeps what they recorded
@@ -140,16 +157,9 @@ std::int64_t run_steps(const RunRequest& request, PhaseClock& clock, std::int64_
   if (auto_warmup)
     out.metrics.push_back({"warmup_converged", detector.converged() ? 1.0 : 0.0, "bool"});
   if (!std::isnan(first_loss)) {
-    // Final loss: mean over the last few measured steps, less noisy than one step.
-    double tail_sum = 0;
-    int tail_n = 0;
-    for (auto it = out.samples.rbegin(); it != out.samples.rend() && tail_n < 10; ++it) {
-      if (!it->measured()) break;
-      tail_sum += it->loss;
-      ++tail_n;
-    }
     out.metrics.push_back({"loss_initial", first_loss, ""});
-    if (tail_n > 0) out.metrics.push_back({"loss_final", tail_sum / tail_n, ""});
+    if (!out.samples.empty() && out.samples.back().measured())
+      out.metrics.push_back({"loss_final", tail_loss(out.samples), ""});
   }
   return static_cast<std::int64_t>(out.samples.size());
 }

@@ -100,6 +100,16 @@ std::vector<std::string> changes_since_recorded(const Slot& slot, const store::S
   return {};
 }
 
+// The trial's row, if a run of it recorded it: the experiment row is the
+// file's (name and source text, as run_sweep writes it), the trial row its
+// identity within that.
+std::optional<std::int64_t> recorded_trial_id(const Slot& slot, const store::Store& db) {
+  const Experiment& first = slot.experiment->first();
+  const auto experiment = db.find_experiment(first.name, first.source->text);
+  if (!experiment) return std::nullopt;
+  return db.find_trial(*experiment, slot.identity());
+}
+
 // A run process's work, shared by the forked and the fresh (exec'd) run
 // process: run `body`, record its outcome, and when even recording a failure
 // is impossible pass the reason to the scheduler through `reason_fd`.
@@ -379,9 +389,19 @@ std::vector<PlannedAction> plan_sweep(const Sweep& sweep, const SchedulerOptions
       if (!changes[r.trial]) changes[r.trial] = changes_since_recorded(slots[r.trial], *db);
       action.changes = *changes[r.trial];
     }
+    if (db) action.trial_id = recorded_trial_id(slots[r.trial], *db);
     actions.push_back(std::move(action));
   }
   return actions;
+}
+
+std::vector<std::optional<std::int64_t>> recorded_trial_ids(const PreparedExperiment& p,
+                                                            const std::filesystem::path& db_path) {
+  std::vector<std::optional<std::int64_t>> ids(p.trials.size());
+  const std::optional<store::Store> db = store::Store::open_read_only_if_recorded(db_path);
+  if (!db) return ids;
+  for (std::size_t t = 0; t < p.trials.size(); ++t) ids[t] = recorded_trial_id(Slot{&p, 0, t}, *db);
+  return ids;
 }
 
 SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& options,
@@ -426,9 +446,12 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
   std::vector<std::int64_t> trial_ids;
   for (const PreparedExperiment* p : sweep) {
     const Experiment& first = p->first();
-    const auto experiment_id = connection->upsert_experiment(
-        first.name, fs::absolute(first.source->path).lexically_normal().string(),
-        first.source->text);
+    const auto experiment_id =
+        options.experiment_id
+            ? *options.experiment_id
+            : connection->upsert_experiment(
+                  first.name, fs::absolute(first.source->path).lexically_normal().string(),
+                  first.source->text);
     for (std::size_t t = 0; t < p->trials.size(); ++t)
       trial_ids.push_back(connection->upsert_trial(
           experiment_id, p->trials[t].experiment.resolved_json(),
@@ -480,6 +503,7 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
     RunStarted started;
     started.run_id = run_id;
     started.trial = &trial;
+    started.trial_id = trial_ids[r.trial];
     started.repeat = r.repeat;
     started.position = result.done + 1;
     started.total = todo.size();

@@ -336,6 +336,8 @@ class Store {
 
   /// Most recent runs first.
   [[nodiscard]] std::vector<RunRow> list_runs(std::int64_t limit = 50) const;
+  /// How many runs the store holds (what list_runs() without a limit lists).
+  [[nodiscard]] std::int64_t count_runs() const;
   /// One run, or nullopt.
   [[nodiscard]] std::optional<RunDetail> get_run(std::int64_t run_id) const;
   /// The profiled operators of a run (run_ops), by self CPU time, then

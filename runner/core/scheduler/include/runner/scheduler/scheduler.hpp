@@ -75,6 +75,9 @@ struct SchedulerOptions {
   /// to join that run and returns where they meet. Unset: runner forks a
   /// [distributed] run's ranks itself.
   std::function<Rendezvous(std::size_t, std::size_t, std::int64_t, const Trial&)> announce;
+  /// Record the trials under this stored experiment row instead of the
+  /// file's own (`rerun`: the rerun run joins the original run's trial).
+  std::optional<std::int64_t> experiment_id;
 };
 
 /// One planned run and what resume decided for it.
@@ -86,6 +89,8 @@ struct PlannedAction {
   /// under another identity: what changed since then ("env.OMP_NUM_THREADS:
   /// (unset) -> 1", or that the plugin libraries did).
   std::vector<std::string> changes;
+  /// The trial's row in the store (`trial:N`), when it is already recorded.
+  std::optional<std::int64_t> trial_id;
 };
 
 /// The experiment files one invocation runs as one interleaved schedule.
@@ -105,6 +110,7 @@ struct SweepPlan {
 struct RunStarted {
   std::int64_t run_id = 0;
   const Trial* trial = nullptr;
+  std::int64_t trial_id = 0;           ///< the trial's row in the store (`trial:N`)
   std::int64_t repeat = 0;
   std::size_t position = 0;            ///< 1-based among the runs of this invocation
   std::size_t total = 0;               ///< runs this invocation will run
@@ -157,6 +163,12 @@ class RunObserver {
 /// trial order of the first file's seed when shuffled).
 [[nodiscard]] std::vector<PlannedAction> plan_sweep(const Sweep& sweep,
                                                     const SchedulerOptions& options);
+
+/// Per trial of `experiment`: its row in the store `db` (the id `trial:N`
+/// selects), when a run of it has recorded the trial already; read without
+/// writing (a missing file: nothing recorded).
+[[nodiscard]] std::vector<std::optional<std::int64_t>> recorded_trial_ids(
+    const PreparedExperiment& experiment, const std::filesystem::path& db);
 
 /// Runs the sweep: records the experiment and its trials, marks runs orphaned
 /// by a dead runner interrupted, then runs every planned run not already done,
