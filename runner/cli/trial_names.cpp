@@ -59,8 +59,13 @@ std::vector<std::string> distinguishing_keys(const std::vector<const Trial*>& tr
 }
 
 std::string key_value(const Trial& trial, const std::string& key) {
-  for (const auto& [k, value] : trial.varied)
-    if (k == key) return value;
+  for (const auto& [k, value] : trial.varied) {
+    if (k != key) continue;
+    // A plain TOML string reads bare, as --by and --where take it.
+    const bool plain = value.size() >= 2 && value.front() == '"' && value.back() == '"' &&
+                       value.find_first_of("\\\"", 1) == value.size() - 1;
+    return plain ? value.substr(1, value.size() - 2) : value;
+  }
   return "-";
 }
 

@@ -18,7 +18,8 @@ namespace runner::cli {
 /// apart every two trials with different labels; empty for fewer than two.
 [[nodiscard]] std::vector<std::string> distinguishing_keys(const std::vector<const Trial*>& trials);
 
-/// The value `trial`'s label gives `key` as TOML text, "-" when it sets none.
+/// The value `trial`'s label gives `key` as TOML text (a plain string bare),
+/// "-" when it sets none.
 [[nodiscard]] std::string key_value(const Trial& trial, const std::string& key);
 
 /// "model.plugin=resnet train.precision=fp32": `trial`'s values of `keys`.

@@ -205,6 +205,23 @@ TEST_F(OutputCliTest, TheRunTableFitsTheTerminal) {
   }
 }
 
+// A string value reads bare in the key columns and the progress line's
+// label, as --by and --where take it.
+TEST_F(OutputCliTest, StringValuesReadBare) {
+  const fs::path file = write("plugins.toml", runner::test::tiny_experiment(
+                                                  {.steps = 2, .rest = "[experiment]\nname = \"opt\"\n"
+                                                                       "[sweep]\n\"optimizer.plugin\" = "
+                                                                       "[\"sgd\", \"copying_sgd\"]\n"}));
+  const Result r = runner("run " + file.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto table = block(r.out, "run ");
+  ASSERT_GE(table.size(), 3U) << r.out;
+  EXPECT_EQ(cells(table[0]).at(2), "optimizer.plugin");
+  EXPECT_EQ(cells(table[1]).at(2), "sgd");
+  EXPECT_EQ(cells(table[2]).at(2), "copying_sgd");
+  EXPECT_NE(r.err.find("trial:2 (optimizer.plugin=copying_sgd) repeat 0"), std::string::npos) << r.err;
+}
+
 // Issue 36 item 8: a diverged run showed "step p50 0 ns"; it says where it
 // diverged and shows no statistics it does not have.
 TEST_F(OutputCliTest, ADivergedRunSaysWhereInsteadOfZeroNanoseconds) {
