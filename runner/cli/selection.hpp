@@ -49,6 +49,7 @@ struct SplitRequest {
   std::string baseline, versus;    ///< "" for the defaults
   std::vector<std::string> where;  ///< "KEY=VALUE", each one kept trials must match
   bool pairs = false;              ///< one comparison per pair of like trials (--pairs)
+  bool offer_pairs = true;         ///< the command takes --pairs (compare, not report)
 };
 
 /// One comparison of a split: its two sides and, pair by pair, the values of
@@ -73,7 +74,7 @@ struct Split {
 /// runner::Error (input) with what to do for every other bad request too.
 [[nodiscard]] Split split_experiment(const store::Store& db, const SplitRequest& request);
 
-/// split_experiment() without pairs: its one pair of sides.
+/// split_experiment() without pairs, for a command without --pairs: its one pair of sides.
 [[nodiscard]] std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
                                              const std::string& key, const std::string& baseline,
                                              const std::string& versus,

@@ -274,8 +274,10 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
            pair_values(split.varying, context_of(*trial(first.trial_a)),
                        context_of(*trial(first.trial_b)), true))
         options.push_back(where_option(assignment));
-      fix = "compare like with like: add " + join(options, " ") +
-            " (one value of each), or compare pair by pair with --pairs";
+      fix = "compare like with like: add " + join(options, " ") + " (one value of each)" +
+            (request.offer_pairs ? ", or compare pair by pair with --pairs"
+                                 : "; 'runner compare' with these options and --pairs compares "
+                                   "pair by pair");
     }
     throw Error("--by " + key + ": a side would pool trials that differ in more than " + key +
                     " (" + a_name + ": " + std::to_string(side_a.size()) + " trial(s), " +
@@ -303,7 +305,7 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
 std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,
                                const std::string& key, const std::string& baseline,
                                const std::string& versus, const std::vector<std::string>& where) {
-  Split split = split_experiment(db, {selector, key, baseline, versus, where, false});
+  Split split = split_experiment(db, {selector, key, baseline, versus, where, false, false});
   return {std::move(split.pairs.front().a), std::move(split.pairs.front().b)};
 }
 

@@ -147,6 +147,18 @@ TEST_F(CompareSidesTest, ByRefusesToPoolTrialsThatDifferInAnotherKey) {
                        "kernel.shape=[1024, 1024]) (5 finished run(s))\n"),
             std::string::npos)
       << r.out;
+  // report takes the same sides and refuses the same way; --pairs is compare's.
+  const Result report = runner("report experiment:kernels --by kernel.impl --versus native --out " +
+                               (dir_ / "pooled.html").string());
+  EXPECT_EQ(report.code, 2);
+  EXPECT_NE(report.err.find("error: --by kernel.impl: a side would pool trials that differ in more "
+                            "than kernel.impl"),
+            std::string::npos)
+      << report.err;
+  EXPECT_NE(report.err.find("(one value of each); 'runner compare' with these options and --pairs "
+                            "compares pair by pair\n"),
+            std::string::npos)
+      << report.err;
   // Keys that vary only with the compared key's value are not pooling.
   EXPECT_EQ(runner("compare experiment:kernels --by kernel.plugin --where kernel.impl=custom "
                    "--where kernel.buffers=0")
