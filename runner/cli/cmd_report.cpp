@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "comparison.hpp"
 #include "report_html.hpp"
@@ -19,6 +21,8 @@
 
 namespace runner::cli {
 namespace {
+
+using nlohmann::json;
 
 // At most this many points per configuration in the history view, the most
 // recent ones.
@@ -84,13 +88,68 @@ std::vector<HistoryPoint> history_of(const store::Store& db,
   return out;
 }
 
-void compare_into(ReportInput& in, const Side& a, const Side& b, std::optional<double> margin) {
+// Every configuration key of a side's trials with the values it takes, keys
+// dotted as --set and --by take them: "train.steps", "model.hidden" (a plugin
+// option), "experiment.seed" (a top-level key).
+std::map<std::string, std::set<std::string>> config_values(const Side& side) {
+  std::map<std::string, std::set<std::string>> out;
+  std::set<std::string> seen;
+  for (const auto& run : side.runs) {
+    if (!seen.insert(run.config_json).second) continue;
+    const json config = parse_json(run.config_json);
+    if (!config.is_object()) continue;
+    for (const auto& [section, value] : config.items()) {
+      if (!value.is_object()) {
+        out["experiment." + section].insert(render(value));
+        continue;
+      }
+      for (const auto& [key, item] : value.items()) {
+        if (key == "options" && item.is_object()) {
+          for (const auto& [option, setting] : item.items())
+            out[section + "." + option].insert(render(setting));
+        } else {
+          out[section + "." + key].insert(render(item));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The keys whose values differ between the sides, but the compared one: a
+// comparison of trials that differ in more than one key cannot say which
+// difference made the effect.
+std::vector<ConfigDifference> config_differences(const Side& a, const Side& b,
+                                                 const std::string& compared_key) {
+  const auto va = config_values(a), vb = config_values(b);
+  std::set<std::string> keys;
+  for (const auto* values : {&va, &vb})
+    for (const auto& [key, set] : *values) keys.insert(key);
+  const auto shown = [](const std::map<std::string, std::set<std::string>>& values,
+                        const std::string& key) {
+    const auto it = values.find(key);
+    if (it == values.end()) return std::string("(absent)");
+    return join(std::vector<std::string>(it->second.begin(), it->second.end()), ", ");
+  };
+  std::vector<ConfigDifference> out;
+  for (const std::string& key : keys) {
+    if (key == compared_key) continue;
+    std::string in_a = shown(va, key), in_b = shown(vb, key);
+    if (in_a != in_b) out.push_back({key, std::move(in_a), std::move(in_b)});
+  }
+  return out;
+}
+
+void compare_into(ReportInput& in, const Side& a, const Side& b, std::optional<double> margin,
+                  const std::string& compared_key) {
   in.sides = {a.name, b.name};
+  in.compared_key = compared_key;
   for (const Side* side : {&a, &b})
     if (side->runs.empty()) {
       in.comparison_note = "Side " + side->name + " has no finished runs: nothing to compare.";
       return;
     }
+  in.config_differences = config_differences(a, b, compared_key);
   in.comparison = compare_sides(a, b, margin);
 }
 
@@ -113,9 +172,9 @@ int handle_report(const Args& args, const Global& global) {
   in.runs = select_all(db, args.positionals, RunFilter::all).runs;
   if (!by.empty()) {
     const auto [a, b] = split_by(db, args);
-    compare_into(in, a, b, margin);
+    compare_into(in, a, b, margin, by);
   } else if (args.positionals.size() == 2) {
-    compare_into(in, select(db, args.positionals[0]), select(db, args.positionals[1]), margin);
+    compare_into(in, select(db, args.positionals[0]), select(db, args.positionals[1]), margin, "");
   }
   for (const auto& run : in.runs) {
     in.samples[run.row.id] = db.samples(run.row.id);

@@ -4,6 +4,9 @@
 // (store/include/runner/store/statistics.hpp), as `runner compare`'s do.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <optional>
 #include <functional>
 #include <map>
 #include <set>
@@ -95,32 +98,158 @@ std::string experiment_sweep_charts(Charts& charts, const std::string& experimen
   return out.str();
 }
 
+// A time axis anyone reads the same way: 24-hour UTC labels whose
+// granularity follows the span (seconds, minutes, hours, days, months,
+// years), at least two ticks on whole units, the date in every label when the
+// ticks cross midnight, else in the title.
+struct TimeAxis {
+  double from_ms = 0, to_ms = 0;  ///< the scale's domain, on ticks
+  std::vector<double> ticks_ms;
+  std::string format;             ///< d3 time format, read in UTC
+  std::string title;
+};
+
+// Milliseconds since the epoch of "2026-11-27T17:01:44.049Z" (the store's
+// ISO-8601 UTC); nullopt for any other text.
+std::optional<double> utc_ms(const std::string& iso) {
+  std::tm tm{};
+  double seconds = 0;
+  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%lf", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &seconds) != 6)
+    return std::nullopt;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(::timegm(&tm)) * 1000 + std::round(seconds * 1000);
+}
+
+std::string utc_text(double ms, const char* format) {
+  const auto t = static_cast<std::time_t>(std::floor(ms / 1000));
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char text[64];
+  std::strftime(text, sizeof text, format, &tm);
+  return text;
+}
+
+// Months since year 0 of a time, and back.
+long month_index(double ms) {
+  const auto t = static_cast<std::time_t>(std::floor(ms / 1000));
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  return (tm.tm_year + 1900L) * 12 + tm.tm_mon;
+}
+double month_start_ms(long index) {
+  std::tm tm{};
+  tm.tm_year = static_cast<int>(index / 12) - 1900;
+  tm.tm_mon = static_cast<int>(index % 12);
+  tm.tm_mday = 1;
+  return static_cast<double>(::timegm(&tm)) * 1000;
+}
+
+TimeAxis time_axis(double first_ms, double last_ms) {
+  // About 120 px a label on a 720 px chart.
+  constexpr double max_ticks = 6;
+  constexpr double second = 1000, minute = 60 * second, hour = 60 * minute, day = 24 * hour;
+  TimeAxis axis;
+  const auto fixed_steps = {1 * second, 2 * second, 5 * second, 10 * second, 15 * second,
+                            30 * second, 1 * minute, 2 * minute, 5 * minute, 10 * minute,
+                            15 * minute, 30 * minute, 1 * hour, 2 * hour, 3 * hour, 6 * hour,
+                            12 * hour, 1 * day, 2 * day, 7 * day, 14 * day};
+  for (const double step : fixed_steps) {
+    const double from = std::floor(first_ms / step) * step;
+    double to = std::ceil(last_ms / step) * step;
+    if (to <= from) to = from + step;
+    if ((to - from) / step + 1 > max_ticks) continue;
+    for (double t = from; t <= to; t += step) axis.ticks_ms.push_back(t);
+    axis.from_ms = from;
+    axis.to_ms = to;
+    const bool one_date = utc_text(from, "%F") == utc_text(to, "%F");
+    if (step >= day) {
+      axis.format = "%Y-%m-%d";
+      axis.title = "started (UTC)";
+    } else {
+      const std::string clock = step < minute ? "%H:%M:%S" : "%H:%M";
+      axis.format = one_date ? clock : "%d %b " + clock;
+      axis.title = one_date ? "started (UTC, " + utc_text(from, "%F") + ")"
+                            : "started (UTC, " + utc_text(from, "%Y") + ")";
+    }
+    return axis;
+  }
+  // Longer spans: whole months, then whole years.
+  for (const long step : {1L, 2L, 3L, 6L, 12L, 24L, 60L, 120L, 240L, 600L}) {
+    const long from = month_index(first_ms) / step * step;
+    long to = (month_index(last_ms) + step) / step * step;
+    if (static_cast<double>(to - from) / static_cast<double>(step) + 1 > max_ticks) continue;
+    for (long m = from; m <= to; m += step) axis.ticks_ms.push_back(month_start_ms(m));
+    axis.from_ms = axis.ticks_ms.front();
+    axis.to_ms = axis.ticks_ms.back();
+    axis.format = step < 12 ? "%Y-%m" : "%Y";
+    axis.title = "started (UTC)";
+    return axis;
+  }
+  axis.from_ms = first_ms;
+  axis.to_ms = last_ms;
+  axis.format = "%Y";
+  axis.title = "started (UTC)";
+  return axis;
+}
+
 }  // namespace
 
 std::string forest_plot(Charts& charts, const SideComparison& c) {
+  static constexpr const char* kSpread = "per-run values";
+  static constexpr const char* kNoSpread = "none: the same value in every run";
+  // Good news green, bad news red, "no difference" grey, "cannot tell"
+  // orange; a metric without spread (the same value in every run of a side)
+  // has an exact ratio, no interval and no test: "differs" purple, "same"
+  // teal, drawn as a diamond without a line, never in a significant colour.
+  static const std::vector<std::pair<std::string, std::string>> palette = {
+      {"faster", "#1a7f37"}, {"better", "#1a7f37"}, {"smaller", "#1a7f37"},
+      {"slower", "#cf222e"}, {"worse", "#cf222e"},  {"larger", "#cf222e"},
+      {"equivalent", "#6e7781"}, {"undecided", "#d4821f"}, {"differs", "#8250df"},
+      {"same", "#1b7c83"}};
   json values = json::array();
+  std::set<std::string> calls;
   for (const MetricRow& row : c.rows) {
     const auto& r = row.result;
-    values.push_back({{"metric", row.spec.name},
-                      {"ratio", r.ratio.ratio},
-                      {"lower", r.ratio.lower},
-                      {"upper", r.ratio.upper},
-                      {"verdict", verdict_text(row)},
-                      {"call", verdict_word(verdict_text(row))},
-                      {"p", r.test.p_value}});
+    const std::string call = verdict_word(verdict_text(row));
+    calls.insert(call);
+    json value = {{"metric", row.spec.name},
+                  {"ratio", r.ratio.ratio},
+                  {"interval", interval_cell(row)},
+                  {"p", p_cell(row)},
+                  {"verdict", verdict_text(row)},
+                  {"call", call},
+                  {"spread", r.deterministic ? kNoSpread : kSpread}};
+    if (!r.deterministic) {
+      value["lower"] = r.ratio.lower;
+      value["upper"] = r.ratio.upper;
+    }
+    values.push_back(std::move(value));
   }
+  // The legend names only the verdicts drawn.
+  json domain = json::array(), range = json::array();
+  for (const auto& [call, colour] : palette)
+    if (calls.count(call)) {
+      domain.push_back(call);
+      range.push_back(colour);
+    }
   const json y = {{"field", "metric"}, {"type", "nominal"}, {"sort", nullptr}, {"title", nullptr}};
   const json x_scale = {{"zero", false}};
-  // Good news green, bad news red, "no difference" grey, "cannot tell" orange.
-  const json verdict_color = {
-      {"field", "call"},
-      {"type", "nominal"},
-      {"title", "verdict"},
-      {"scale",
-       {{"domain", {"faster", "better", "smaller", "slower", "worse", "larger", "equivalent",
-                    "undecided"}},
-        {"range", {"#1a7f37", "#1a7f37", "#1a7f37", "#cf222e", "#cf222e", "#cf222e", "#6e7781",
-                   "#d4821f"}}}}};
+  const json verdict_color = {{"field", "call"},
+                              {"type", "nominal"},
+                              {"title", "verdict"},
+                              {"scale", {{"domain", domain}, {"range", range}}}};
+  json shapes = json::array(), spreads = json::array();
+  for (const auto& [spread, shape] : {std::pair{kSpread, "circle"}, {kNoSpread, "diamond"}})
+    if (std::any_of(values.begin(), values.end(), [&](const json& v) { return v["spread"] == spread; })) {
+      spreads.push_back(spread);
+      shapes.push_back(shape);
+    }
+  const json shape = {{"field", "spread"},
+                      {"type", "nominal"},
+                      {"title", "spread across runs"},
+                      {"scale", {{"domain", spreads}, {"range", shapes}}}};
   json spec = {
       {"title", "B / A per metric (ratio of per-run medians, 95% bootstrap CI)"},
       {"width", 640},
@@ -131,7 +260,8 @@ std::string forest_plot(Charts& charts, const SideComparison& c) {
            {{{"mark", {{"type", "rule"}, {"color", "#888"}, {"strokeDash", {4, 4}}}},
              {"data", {{"values", json::array({{{"one", 1}}})}}},
              {"encoding", {{"x", {{"field", "one"}, {"type", "quantitative"}}}}}},
-            {{"mark", {{"type", "rule"}, {"strokeWidth", 2}}},
+            {{"transform", json::array({{{"filter", "isValid(datum.lower)"}}})},
+             {"mark", {{"type", "rule"}, {"strokeWidth", 2}}},
              {"encoding",
               {{"y", y},
                {"x", {{"field", "lower"}, {"type", "quantitative"}, {"scale", x_scale},
@@ -141,14 +271,15 @@ std::string forest_plot(Charts& charts, const SideComparison& c) {
             {{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}}},
              {"encoding",
               {{"y", y},
-               {"x", {{"field", "ratio"}, {"type", "quantitative"}}},
+               {"x", {{"field", "ratio"}, {"type", "quantitative"}, {"scale", x_scale},
+                      {"title", "B / A"}}},
                {"color", verdict_color},
+               {"shape", shape},
                {"tooltip",
                 json::array({{{"field", "metric"}},
                              {{"field", "ratio"}, {"format", ".4f"}},
-                             {{"field", "lower"}, {"format", ".4f"}},
-                             {{"field", "upper"}, {"format", ".4f"}},
-                             {{"field", "p"}, {"format", ".4f"}},
+                             {{"field", "interval"}, {"title", "95% CI"}},
+                             {{"field", "p"}},
                              {{"field", "verdict"}}})}}}}})}};
   return charts.add(std::move(spec));
 }
@@ -195,14 +326,21 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
   // The headlines first, then the phases in the order a step takes them.
   json phase_order = {"step_time", "latency", "call_time"};
   for (const store::PhaseInfo& phase : store::kPhases) phase_order.push_back(phase.name);
+  // The legend names only the kinds of steps drawn: a run without profiling
+  // has no "profiled" entry.
+  std::set<std::string> stages_present;
+  for (const auto& v : values) stages_present.insert(v["stage"].get<std::string>());
+  json domain = json::array(), range = json::array();
+  for (const auto& [stage, colour] : {std::pair{"measured", "#1f5f99"}, {"warm-up", "#f58518"},
+                                      {"profiled", "#b279a2"}})
+    if (stages_present.count(stage)) {
+      domain.push_back(stage);
+      range.push_back(colour);
+    }
   const json x = {{"field", "run"}, {"type", "nominal"}, {"title", nullptr}, {"sort", nullptr}};
-  const json color = {{"field", "stage"},
-                      {"type", "nominal"},
-                      {"scale", {{"domain", {"measured", "warm-up", "profiled"}},
-                                 {"range", {"#4c78a8", "#f58518", "#b279a2"}}}},
-                      {"title", "steps"}};
-  const json offset = {{"field", "stage"}, {"type", "nominal"},
-                       {"sort", {"measured", "warm-up", "profiled"}}};
+  const json color = {{"field", "stage"}, {"type", "nominal"},
+                      {"scale", {{"domain", domain}, {"range", range}}}, {"title", "steps"}};
+  const json offset = {{"field", "stage"}, {"type", "nominal"}, {"sort", domain}};
   const json tooltip = json::array({{{"field", "run"}},
                                     {{"field", "phase"}},
                                     {{"field", "stage"}},
@@ -211,19 +349,35 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
                                     {{"field", "median"}, {"format", ".4f"}},
                                     {{"field", "p95"}, {"format", ".4f"}},
                                     {{"field", "max"}, {"format", ".4f"}}});
-  const json layers = json::array(
-      {{{"mark", {{"type", "rule"}}},
-        {"encoding", {{"x", x}, {"xOffset", offset},
-                      {"y", {{"field", "p5"}, {"type", "quantitative"}, {"title", "ms (log)"},
-                             {"scale", {{"type", "log"}}}}},
-                      {"y2", {{"field", "p95"}}}, {"color", color}}}},
-       {{"mark", {{"type", "bar"}, {"size", 9}}},
-        {"encoding", {{"x", x}, {"xOffset", offset},
-                      {"y", {{"field", "q1"}, {"type", "quantitative"}}},
-                      {"y2", {{"field", "q3"}}}, {"color", color}, {"tooltip", tooltip}}}},
-       {{"mark", {{"type", "tick"}, {"color", "white"}, {"size", 9}}},
-        {"encoding", {{"x", x}, {"xOffset", offset},
-                      {"y", {{"field", "median"}, {"type", "quantitative"}}}}}}});
+  // The measured steps are what the run is about: a wide solid box with a
+  // dark median bar, visible even when the quartiles coincide. The discarded
+  // warm-up (and profiled) steps stay beside them, narrow and faint, so their
+  // spread, often 100x the measured one, does not draw the eye.
+  const auto stage_layers = [&](bool measured) {
+    const json filter = {{"filter", measured ? "datum.stage === 'measured'" : "datum.stage !== 'measured'"}};
+    const double width = measured ? 14 : 6, opacity = measured ? 1.0 : 0.35;
+    return json::array(
+        {{{"transform", json::array({filter})},
+          {"mark", {{"type", "rule"}, {"opacity", opacity}, {"strokeWidth", measured ? 1.5 : 1}}},
+          {"encoding", {{"x", x}, {"xOffset", offset},
+                        {"y", {{"field", "p5"}, {"type", "quantitative"}, {"title", "ms (log)"},
+                               {"scale", {{"type", "log"}}}}},
+                        {"y2", {{"field", "p95"}}}, {"color", color}}}},
+         {{"transform", json::array({filter})},
+          {"mark", {{"type", "bar"}, {"size", width}, {"opacity", opacity}}},
+          {"encoding", {{"x", x}, {"xOffset", offset},
+                        {"y", {{"field", "q1"}, {"type", "quantitative"}}},
+                        {"y2", {{"field", "q3"}}}, {"color", color}, {"tooltip", tooltip}}}},
+         {{"transform", json::array({filter})},
+          {"mark", {{"type", "tick"}, {"size", width}, {"thickness", measured ? 3 : 1},
+                    {"color", measured ? "#0b2239" : "white"}, {"opacity", measured ? 1.0 : 0.8}}},
+          {"encoding", {{"x", x}, {"xOffset", offset},
+                        {"y", {{"field", "median"}, {"type", "quantitative"}}},
+                        {"tooltip", tooltip}}}}});
+  };
+  json layers = stage_layers(true);
+  if (stages_present.size() > stages_present.count("measured"))
+    for (auto& layer : stage_layers(false)) layers.push_back(std::move(layer));
   // One panel per phase with only the runs that have it, each with its own
   // log axis: warm-up steps are often 100x the measured ones, and both must
   // stay readable.
@@ -240,13 +394,13 @@ std::string phase_boxes(Charts& charts, const ReportInput& in) {
                       {"layer", layers}});
   }
   json spec = {
-      {"title", "Step time by phase (ms, log scale): box = quartiles, white tick = median, "
-                "whiskers = 5th-95th percentile (min and max in the tooltip)"},
+      {"title", "Step time by phase (ms, log scale): box = quartiles, bar across it = median, "
+                "whiskers = 5th-95th percentile (min and max in the tooltip); faint: steps not measured"},
       {"data", {{"values", values}}},
       {"concat", panels},
       // As many panels side by side as fit the page: 12 px per box, up to
       // three boxes (measured, warm-up, profiled) per run, plus the axis.
-      {"columns", std::clamp<std::size_t>(1000 / (36 * in.runs.size() + 100), 1, 3)}};
+      {"columns", std::clamp<std::size_t>(1000 / (12 * stages_present.size() * in.runs.size() + 100), 1, 3)}};
   return charts.add(std::move(spec));
 }
 
@@ -335,12 +489,21 @@ std::string history_charts(Charts& charts, const ReportInput& in) {
   for (const std::string& hash : order) {
     const auto& points = by_config[hash];
     json values = json::array();
-    for (const HistoryPoint* p : points)
+    double first = INFINITY, last = -INFINITY;
+    for (const HistoryPoint* p : points) {
+      const std::optional<double> at = utc_ms(p->started_at);
+      if (!at) continue;
+      first = std::min(first, *at);
+      last = std::max(last, *at);
       values.push_back({{"run", "run " + std::to_string(p->run_id)},
+                        {"at", *at},
                         {"started", p->started_at},
                         {"ms", p->headline_ns / 1e6},
                         {"build", p->build},
                         {"commit", p->commit}});
+    }
+    if (values.empty()) continue;
+    const TimeAxis axis = time_axis(first, last);
     json spec = {
         {"title", points.front()->title + ": " + points.front()->headline +
                       " p50 of every recorded run of this configuration"},
@@ -349,7 +512,14 @@ std::string history_charts(Charts& charts, const ReportInput& in) {
         {"data", {{"values", values}}},
         {"mark", {{"type", "point"}, {"filled", true}, {"size", 60}}},
         {"encoding",
-         {{"x", {{"field", "started"}, {"type", "temporal"}, {"title", "started (UTC)"}}},
+         {{"x", {{"field", "at"},
+                 {"type", "temporal"},
+                 {"title", axis.title},
+                 {"scale", {{"type", "utc"}, {"domain", {axis.from_ms, axis.to_ms}}}},
+                 // The scale's type makes the labels UTC (a formatType would
+                 // need Vega-Lite's custom format types).
+                 {"axis", {{"values", axis.ticks_ms}, {"format", axis.format},
+                           {"labelOverlap", false}}}}},
           {"y", {{"field", "ms"}, {"type", "quantitative"}, {"title", points.front()->headline + " (ms)"},
                  {"scale", {{"zero", false}}}}},
           {"color", {{"field", "build"}, {"type", "nominal"}, {"title", "plugin build"}}},

@@ -28,6 +28,13 @@ struct HistoryPoint {
   std::string commit;        ///< runner's commit from the fingerprint (short)
 };
 
+/// A configuration key whose values differ between the two compared sides
+/// (several values of a side joined by ", ").
+struct ConfigDifference {
+  std::string key;  ///< dotted, as --set and --by take it: "train.steps"
+  std::string a, b;
+};
+
 /// Everything a report shows.
 struct ReportInput {
   std::string selectors;     ///< as given on the command line
@@ -41,6 +48,8 @@ struct ReportInput {
   std::optional<std::pair<std::string, std::string>> sides;
   std::optional<SideComparison> comparison;
   std::string comparison_note;
+  std::string compared_key;  ///< the --by key, "" for two selectors
+  std::vector<ConfigDifference> config_differences;  ///< other than compared_key
   std::vector<HistoryPoint> history;
 };
 

@@ -171,7 +171,7 @@ std::string summary_table(const ReportInput& in, const std::vector<TrialGroup>& 
     const auto loss = trial_median(g, [](const store::RunDetail& r) { return metric_of(r, "loss_final"); });
     const auto accuracy = trial_median(g, [](const store::RunDetail& r) { return metric_of(r, "eval_accuracy"); });
     out << "<tr><td data-sort=\"" << g.id << "\"><a href=\"#trial-" << g.id << "\">trial " << g.id
-        << "</a></td><td>" << esc(first.row.experiment) << "</td><td>" << esc(first.row.label)
+        << "</a></td><td>" << esc(first.row.experiment) << "</td><td class=\"label\">" << esc(first.row.label)
         << "</td><td>" << to_string(first.row.kind) << "</td>"
         << num_cell(static_cast<double>(g.runs.size()), std::to_string(g.runs.size()))
         << num_cell(static_cast<double>(g.finished.size()), std::to_string(g.finished.size()))
@@ -197,9 +197,9 @@ std::string runs_table(const ReportInput& in) {
     const auto* s = summary_of(run, headline_metric(run.row.kind));
     out << "<tr><td data-sort=\"" << run.row.id << "\"><a href=\"#run-" << run.row.id << "\">run "
         << run.row.id << "</a></td><td data-sort=\"" << run.row.trial_id << "\">trial "
-        << run.row.trial_id << "</td><td>" << esc(run.row.label) << "</td>"
+        << run.row.trial_id << "</td><td class=\"label\">" << esc(run.row.label) << "</td>"
         << num_cell(static_cast<double>(run.row.repeat_index), std::to_string(run.row.repeat_index))
-        << "<td>" << status_badge(run.row.status) << "</td><td>" << esc(run.row.started_at)
+        << "<td>" << status_badge(run.row.status) << "</td><td class=\"time\">" << esc(run.row.started_at)
         << "</td>" << num_cell(s ? std::optional(s->p50) : std::nullopt, s ? format_ns(s->p50) : "-")
         << num_cell(static_cast<double>(run.sample_count), std::to_string(run.sample_count))
         << "<td class=\"error\">" << esc(run.error) << "</td></tr>\n";
@@ -217,7 +217,32 @@ std::string comparison_section(Charts& charts, const ReportInput& in) {
     return out.str();
   }
   const SideComparison& c = *in.comparison;
-  // The environment first: a difference there explains more than any statistic.
+  // What else differs between the sides' configurations first: an effect of
+  // the compared key cannot be told from an effect of any of these.
+  out << "<h3>Configuration</h3>\n";
+  const std::string key = in.compared_key.empty() ? "" : "<code>" + esc(in.compared_key) + "</code>";
+  if (in.config_differences.empty()) {
+    out << "<p>" << (key.empty() ? "The sides have the same configuration."
+                                 : "The sides' configurations differ only in " + key + ".")
+        << "</p>\n";
+  } else {
+    const std::string n = std::to_string(in.config_differences.size());
+    out << "<p class=\"warning\">"
+        << (key.empty() ? "The sides' configurations differ in the " + n +
+                              " key(s) below: the verdicts are of these differences together."
+                        : "The sides differ in more than " + key + ": also in the " + n +
+                              " key(s) below, so the verdicts cannot be put down to " + key +
+                              " alone; compare trials that differ only in it (<code>--where "
+                              "KEY=VALUE</code> for each other key).")
+        << "</p>\n"
+           "<table id=\"config-diff\"><thead><tr><th>configuration key</th><th>A</th><th>B</th>"
+           "</tr></thead><tbody>\n";
+    for (const ConfigDifference& d : in.config_differences)
+      out << "<tr><td><code>" << esc(d.key) << "</code></td><td>" << esc(d.a) << "</td><td>"
+          << esc(d.b) << "</td></tr>\n";
+    out << "</tbody></table>\n";
+  }
+  // Then the environment: a difference there explains more than any statistic.
   out << "<h3>Environment</h3>\n";
   if (c.fingerprints_a > 1 || c.fingerprints_b > 1)
     out << "<p class=\"note\">A side spans several fingerprints; the first run's is diffed.</p>\n";
@@ -249,7 +274,12 @@ std::string comparison_section(Charts& charts, const ReportInput& in) {
     out << "<p>No metric is recorded on both sides.</p>\n";
     return out.str();
   }
-  out << "<h3>Verdicts</h3>\n" << forest_plot(charts, c);
+  out << "<h3>Verdicts</h3>\n";
+  // As compare prints them: the sample size that cannot decide before the
+  // verdicts, the seed note on held-out metrics after them.
+  if (const std::string note = sample_size_note(c); !note.empty())
+    out << "<p class=\"warning\" id=\"sample-size\">" << esc(note) << "</p>\n";
+  out << forest_plot(charts, c);
   out << "<table id=\"verdicts\"><thead><tr><th>metric</th><th class=\"num\">A median</th>"
          "<th class=\"num\">B median</th><th class=\"num\">B/A</th><th class=\"num\">95% CI</th>"
          "<th class=\"num\">p</th><th class=\"num\">runs A/B</th><th>verdict</th></tr></thead><tbody>\n";
@@ -268,7 +298,11 @@ std::string comparison_section(Charts& charts, const ReportInput& in) {
          "(two-sided) and a bootstrap CI of the ratio of medians; faster or slower only when p &lt; "
          "0.05 and the whole CI lies beyond the margin (each metric's run-to-run noise, at least "
       << format_number(store::kMinMarginPct) << "%), equivalent when it lies within it "
-         "(docs/method.md).</p>\n";
+         "(docs/method.md). A metric with the same value in every run of each side has no "
+         "spread, so no p and no interval (\"-\"): its ratio is exact, and it reads differs or "
+         "same, never faster or slower (a diamond without a line in the plot).</p>\n";
+  if (const std::string note = seed_note(c); !note.empty())
+    out << "<p class=\"note\">" << esc(note) << "</p>\n";
   if (!c.rows.front().result.reliable)
     out << "<p class=\"warning\">" << esc(std::string(store::kUnreliableMessage)) << "</p>\n";
   return out.str();

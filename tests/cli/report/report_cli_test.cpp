@@ -2,14 +2,23 @@
 // interrupted runs, a sweep, a kernel experiment and a comparison; the page
 // holds what the store holds, loads nothing, and renders in headless Chromium
 // without an error or warning (a screenshot of each page is saved under the
-// build folder, report-screenshots/); bad input leaves nothing behind.
+// build folder, report-screenshots/), and what Chromium drew reads as it
+// should (measured by page_probe.js in a copy of the page: the step-time
+// boxes, the legends, the tables' widths, the time axes, the comparison's
+// configuration differences, the forest plot's metrics without spread); bad
+// input leaves nothing behind.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <regex>
 #include <set>
 #include <string>
@@ -83,13 +92,14 @@ class ReportCliTest : public ::testing::Test {
     tmp_ = nullptr;
   }
 
-  Result report(const std::string& args) const {
-    return runner::test::run_runner("report " + args, dir_.path(), {db_, {}});
+  Result report(const std::string& args, const fs::path& db = {}) const {
+    return runner::test::run_runner("report " + args, dir_.path(), {db.empty() ? db_ : db, {}});
   }
   // Writes a report of `selectors` to OUT in this test's folder; returns the page.
-  std::string page(const std::string& selectors, const std::string& name) const {
+  std::string page(const std::string& selectors, const std::string& name,
+                   const fs::path& db = {}) const {
     const fs::path out = dir_.path() / name;
-    const Result r = report(selectors + " --out " + out.string());
+    const Result r = report(selectors + " --out " + out.string(), db);
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("wrote " + out.string()), std::string::npos) << r.out;
     return slurp(out);
@@ -98,6 +108,24 @@ class ReportCliTest : public ::testing::Test {
     return query_text(db_, "SELECT r.status FROM runs r JOIN trials t ON t.id = r.trial_id JOIN "
                            "experiments e ON e.id = t.experiment_id WHERE e.name = '" +
                                experiment + "'");
+  }
+  // A copy of the database in this test's folder, changed by `sql`.
+  fs::path changed_copy(const std::string& name, const std::string& sql) const {
+    const fs::path copy = dir_.path() / name;
+    fs::copy_file(db_, copy);
+    sqlite3* handle = nullptr;
+    EXPECT_EQ(sqlite3_open(copy.c_str(), &handle), SQLITE_OK);
+    char* message = nullptr;
+    EXPECT_EQ(sqlite3_exec(handle, sql.c_str(), nullptr, nullptr, &message), SQLITE_OK)
+        << (message ? message : "") << "\n" << sql;
+    sqlite3_free(message);
+    sqlite3_close(handle);
+    return copy;
+  }
+  std::int64_t trial_of(const std::string& experiment, const std::string& label = "") const {
+    return query_int(db_, "SELECT t.id FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+                          "WHERE e.name = '" + experiment + "' AND coalesce(t.label, '') LIKE '%" +
+                              label + "%' ORDER BY t.id LIMIT 1");
   }
   std::set<std::string> files_in(const fs::path& dir) const {
     std::set<std::string> names;
@@ -117,12 +145,15 @@ struct Rendered {
   bool screenshot = false;
 };
 
+std::string chromium_flags(const std::string& name, const fs::path& work) {
+  return " --headless --no-sandbox --disable-gpu --hide-scrollbars --virtual-time-budget=20000 "
+         "--user-data-dir=" + (work / ("chromium-" + name)).string();
+}
+
 Rendered render(const fs::path& page, const std::string& name, const fs::path& work) {
   Rendered out;
   const std::string browser = chromium();
-  const std::string flags =
-      " --headless --no-sandbox --disable-gpu --hide-scrollbars --virtual-time-budget=20000 "
-      "--user-data-dir=" + (work / ("chromium-" + name)).string();
+  const std::string flags = chromium_flags(name, work);
   const fs::path dom = work / (name + ".dom");
   const std::string dump = browser + flags + " --dump-dom file://" + page.string() + " >" +
                            dom.string() + " 2>" + (work / (name + ".chromium.err")).string();
@@ -139,6 +170,62 @@ Rendered render(const fs::path& page, const std::string& name, const fs::path& w
   EXPECT_EQ(std::system(shot.c_str()), 0) << shot;
   out.screenshot = fs::exists(png) && fs::file_size(png) > 10000;
   return out;
+}
+
+// What Chromium drew of `page` in a window `width` px wide, as page_probe.js
+// measured it in a copy of the page (in Auckland's time zone, so that a
+// label in local time instead of UTC shows): the charts' titles, legends,
+// axes and mark items, and the tables' widths. Null when it could not be read.
+nlohmann::json probe(const fs::path& page, const fs::path& work, int width) {
+  const std::string html = slurp(page);
+  const std::size_t body = html.rfind("</body>");
+  EXPECT_NE(body, std::string::npos);
+  const std::string name = page.stem().string() + "-probe-" + std::to_string(width);
+  const fs::path copy = runner::test::write_file(
+      work / (name + ".html"), html.substr(0, body) + "<script>\n" +
+                                   slurp(RUNNER_REPORT_PROBE) + "</script>\n" + html.substr(body));
+  const fs::path dom = work / (name + ".dom");
+  const std::string command = "TZ=Pacific/Auckland " + chromium() + chromium_flags(name, work) +
+                              " --window-size=" + std::to_string(width) + ",2400 --dump-dom file://" +
+                              copy.string() + " >" + dom.string() + " 2>/dev/null";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  const std::string text = slurp(dom);
+  const std::string open = "<pre id=\"probe\">";
+  const std::size_t from = text.rfind(open), to = text.find("</pre>", from);
+  if (from == std::string::npos || to == std::string::npos) {
+    ADD_FAILURE() << "no probe in the page Chromium drew: " << dom;
+    return nullptr;
+  }
+  std::string json_text = text.substr(from + open.size(), to - from - open.size());
+  for (const auto& [entity, character] : {std::pair{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""},
+                                          {"&#39;", "'"}, {"&nbsp;", "\u00a0"}, {"&amp;", "&"}})
+    for (std::size_t at = json_text.find(entity); at != std::string::npos;
+         at = json_text.find(entity, at + 1))
+      json_text.replace(at, std::string_view(entity).size(), character);
+  return nlohmann::json::parse(json_text);
+}
+
+// The first chart whose title contains `title`, or null.
+const nlohmann::json* chart_titled(const nlohmann::json& drawn, const std::string& title) {
+  for (const auto& chart : drawn["charts"])
+    if (chart.value("title", "").find(title) != std::string::npos) return &chart;
+  return nullptr;
+}
+
+// The value of `field` in a mark item's description ("run: run 1; stage: measured; ...").
+std::string field_of(const nlohmann::json& item, const std::string& field) {
+  const std::string label = item["label"].get<std::string>();
+  const std::size_t at = label.find(field + ": ");
+  if (at == std::string::npos) return {};
+  const std::size_t from = at + field.size() + 2;
+  return label.substr(from, label.find(';', from) - from);
+}
+
+// The rows of the table with this id.
+std::vector<std::vector<std::string>> table_rows(const nlohmann::json& drawn, const std::string& id) {
+  for (const auto& table : drawn["tables"])
+    if (table["id"] == id) return table["rows"].get<std::vector<std::vector<std::string>>>();
+  return {};
 }
 
 TEST_F(ReportCliTest, ThePageHoldsEveryRunAndLoadsNothing) {
@@ -215,6 +302,10 @@ TEST_F(ReportCliTest, TwoSidesAreComparedWithTheFingerprintDiffFirst) {
   EXPECT_NE(html.find("<tr><td>step_time</td>"), std::string::npos);
   EXPECT_NE(html.find("fewer than 5 repetitions per side: the result is unreliable"),
             std::string::npos);
+  // As compare says it, before the verdicts: 2 runs a side cannot decide.
+  const auto sample_size = html.find("<p class=\"warning\" id=\"sample-size\">cannot decide: ");
+  EXPECT_NE(sample_size, std::string::npos);
+  EXPECT_LT(sample_size, html.find("<table id=\"verdicts\">"));
 
   // The same through --by, as compare takes it.
   const std::string by = page("experiment:sweep --by optimizer.lr", "by.html");
@@ -254,6 +345,211 @@ TEST_F(ReportCliTest, HeadlessChromiumDrawsEveryChartWithoutErrors) {
   const Rendered r = render(dir_.path() / "broken.html", "report-broken", dir_.path());
   EXPECT_EQ(r.html_tag.find("data-errors=\"0\""), std::string::npos) << r.html_tag;
   EXPECT_NE(r.html_tag.find("data-charts=\"failed\""), std::string::npos) << r.html_tag;
+}
+
+// Issue 36: the measured steps are the run; the discarded warm-up steps
+// stand beside them, narrow and faint, and the legend names only the kinds of
+// steps drawn.
+TEST_F(ReportCliTest, ChromiumDrawsMeasuredStepsProminentAndWarmUpFaint) {
+  if (chromium().empty()) GTEST_SKIP() << "no Chromium on this machine (scripts/dev installs it)";
+  page("experiment:sweep experiment:failing experiment:stopped experiment:kernel", "all.html");
+  page("experiment:profiled", "profiled.html");
+  for (const std::string name : {"all", "profiled"}) {
+    const nlohmann::json drawn = probe(dir_.path() / (name + ".html"), dir_.path(), 1400);
+    ASSERT_TRUE(drawn.is_object()) << name;
+    const nlohmann::json* boxes = chart_titled(drawn, "Step time by phase");
+    ASSERT_NE(boxes, nullptr) << name;
+    const auto legend = (*boxes)["legend"].get<std::vector<std::string>>();
+    std::vector<std::string> stages = {"measured", "warm-up"};
+    if (name == "profiled") stages.push_back("profiled");
+    EXPECT_EQ(legend, stages) << name;
+    std::map<std::string, int> seen;
+    for (const auto& mark : (*boxes)["marks"]) {
+      if (mark["name"].get<std::string>().find("mark-rect") == std::string::npos) continue;
+      for (const auto& item : mark["items"]) {
+        const std::string stage = field_of(item, "stage");
+        const bool box = !field_of(item, "q1").empty();
+        const double width = item["width"], height = item["height"], opacity = item["opacity"];
+        ++seen[stage + (box ? " box" : " median")];
+        if (stage == "measured" && box) {
+          EXPECT_GE(width, 12) << item;
+          EXPECT_EQ(opacity, 1) << item;
+        } else if (stage == "measured") {
+          // The median stays visible when the quartiles coincide.
+          EXPECT_GE(height, 2) << item;
+          EXPECT_NE(item["fill"], "white") << item;
+        } else if (box) {
+          EXPECT_LE(width, 7) << item;
+          EXPECT_LE(opacity, 0.5) << item;
+        }
+      }
+    }
+    EXPECT_GT(seen["measured box"], 0) << name;
+    EXPECT_GT(seen["measured median"], 0) << name;
+    EXPECT_GT(seen["warm-up box"], 0) << name;
+    EXPECT_EQ(seen["profiled box"] > 0, name == "profiled") << name;
+  }
+}
+
+// Issue 36: at 1,400 px every table fits the page; narrower, a table that
+// does not fit scrolls instead of being cut.
+TEST_F(ReportCliTest, ChromiumFitsEveryTableAt1400PxAndScrollsNarrower) {
+  if (chromium().empty()) GTEST_SKIP() << "no Chromium on this machine (scripts/dev installs it)";
+  page("experiment:sweep experiment:failing experiment:stopped experiment:kernel", "all.html");
+  const nlohmann::json wide = probe(dir_.path() / "all.html", dir_.path(), 1400);
+  ASSERT_TRUE(wide.is_object());
+  EXPECT_EQ(wide["viewport"], 1400);
+  int shown = 0;
+  for (const auto& table : wide["tables"]) {
+    if (table["client_width"] == 0) continue;  // in a folded <details>
+    ++shown;
+    EXPECT_LE(table["scroll_width"].get<double>(), table["client_width"].get<double>()) << table;
+    EXPECT_LE(table["right"].get<double>(), 1400) << table;
+  }
+  EXPECT_GE(shown, 3);
+  const nlohmann::json narrow = probe(dir_.path() / "all.html", dir_.path(), 700);
+  ASSERT_TRUE(narrow.is_object());
+  int overflowing = 0;
+  for (const auto& table : narrow["tables"]) {
+    if (table["scroll_width"].get<double>() <= table["client_width"].get<double>()) continue;
+    ++overflowing;
+    EXPECT_TRUE(table["overflow_x"] == "auto" || table["overflow_x"] == "scroll") << table;
+  }
+  EXPECT_GT(overflowing, 0);  // the check above ran
+}
+
+// Issue 36: the history's time axis in 24-hour UTC at every span, with the
+// date where the ticks cross midnight and at least two ticks, in a browser
+// whose local time is not UTC.
+TEST_F(ReportCliTest, ChromiumLabelsTheHistoryIn24HourUtcAtEverySpan) {
+  if (chromium().empty()) GTEST_SKIP() << "no Chromium on this machine (scripts/dev installs it)";
+  const auto started = [](std::int64_t trial, const std::string& first, const std::string& second) {
+    return "UPDATE runs SET started_at = CASE repeat_index WHEN 0 THEN '" + first + "' ELSE '" +
+           second + "' END WHERE trial_id = " + std::to_string(trial) + ";\n";
+  };
+  const fs::path db = changed_copy(
+      "spans.db",
+      // Under a second across midnight; two and a half hours across midnight;
+      // a week; a single run.
+      started(trial_of("sweep", "0.01"), "2026-11-27T23:59:59.100Z", "2026-11-28T00:00:00.400Z") +
+          started(trial_of("sweep", "0.05"), "2026-11-27T22:50:00.000Z", "2026-11-28T01:20:00.000Z") +
+          started(trial_of("kernel"), "2026-11-20T08:00:00.000Z", "2026-11-27T17:00:00.000Z") +
+          started(trial_of("profiled"), "2026-11-27T12:34:56.570Z", "2026-11-27T12:34:56.570Z"));
+  page("experiment:sweep experiment:kernel experiment:profiled", "spans.html", db);
+  const nlohmann::json drawn = probe(dir_.path() / "spans.html", dir_.path(), 1400);
+  ASSERT_TRUE(drawn.is_object());
+  const std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> expected = {
+      {"sweep (optimizer.lr=0.01):", "started (UTC, 2026)",
+       {"27 Nov 23:59:59", "28 Nov 00:00:00", "28 Nov 00:00:01"}},
+      {"sweep (optimizer.lr=0.05):", "started (UTC, 2026)",
+       {"27 Nov 22:00", "27 Nov 23:00", "28 Nov 00:00", "28 Nov 01:00", "28 Nov 02:00"}},
+      {"kernel:", "started (UTC)",
+       {"2026-11-19", "2026-11-21", "2026-11-23", "2026-11-25", "2026-11-27", "2026-11-29"}},
+      {"profiled:", "started (UTC, 2026-11-27)", {"12:34:56", "12:34:57"}}};
+  for (const auto& [title, axis_title, labels] : expected) {
+    const nlohmann::json* chart = chart_titled(drawn, title + std::string(" "));
+    ASSERT_NE(chart, nullptr) << title;
+    bool found = false;
+    for (const auto& axis : (*chart)["axes"]) {
+      if (axis["title"].get<std::string>().find("started") == std::string::npos) continue;
+      found = true;
+      EXPECT_EQ(axis["title"], axis_title) << title;
+      EXPECT_EQ(axis["labels"].get<std::vector<std::string>>(), labels) << title;
+    }
+    EXPECT_TRUE(found) << title;
+  }
+}
+
+// Issue 36: a comparison of trials that differ in more than the compared key
+// lists the other keys, above the verdicts; --by a key that alone differs says so.
+TEST_F(ReportCliTest, TheComparisonListsOtherConfigurationDifferencesAboveTheVerdicts) {
+  const std::int64_t a = trial_of("sweep", "0.01"), b = trial_of("profiled");
+  const std::string html =
+      page("trial:" + std::to_string(a) + " trial:" + std::to_string(b), "differs.html");
+  const auto table = html.find("<table id=\"config-diff\">");
+  ASSERT_NE(table, std::string::npos);
+  EXPECT_LT(table, html.find("<h3>Verdicts</h3>"));
+  EXPECT_NE(html.find("The sides' configurations differ in the "), std::string::npos);
+  EXPECT_NE(html.find("<tr><td><code>train.steps</code></td><td>30</td><td>10</td></tr>", table),
+            std::string::npos);
+  EXPECT_NE(html.find("<tr><td><code>optimizer.lr</code></td><td>0.01</td><td>0.05</td></tr>", table),
+            std::string::npos);
+  const std::string by = page("experiment:sweep --by optimizer.lr", "by.html");
+  EXPECT_NE(by.find("<p>The sides' configurations differ only in <code>optimizer.lr</code>.</p>"),
+            std::string::npos);
+  EXPECT_EQ(by.find("config-diff"), std::string::npos);
+
+  if (chromium().empty()) GTEST_SKIP() << "no Chromium on this machine (scripts/dev installs it)";
+  const nlohmann::json drawn = probe(dir_.path() / "differs.html", dir_.path(), 1400);
+  ASSERT_TRUE(drawn.is_object());
+  const auto rows = table_rows(drawn, "config-diff");
+  EXPECT_NE(std::find(rows.begin(), rows.end(), std::vector<std::string>{"train.steps", "30", "10"}),
+            rows.end());
+  const nlohmann::json* forest = chart_titled(drawn, "B / A per metric");
+  ASSERT_NE(forest, nullptr);
+  for (const auto& t : drawn["tables"]) {
+    if (t["id"] != "config-diff") continue;
+    EXPECT_LT(t["top"].get<double>(), (*forest)["top"].get<double>());
+  }
+}
+
+// Issue 35: a metric with the same value in every run of each side has no
+// interval and no p: a point without a line in a colour of its own ("differs"
+// or "same"), never a significant one, and "-" in the table.
+TEST_F(ReportCliTest, ChromiumDrawsMetricsWithoutSpreadAsPointsWithoutIntervals) {
+  const std::int64_t a = trial_of("sweep", "0.01"), b = trial_of("sweep", "0.05");
+  const auto set = [](const std::string& metric, std::int64_t trial, const std::string& value) {
+    return "UPDATE metrics SET value = " + value + " WHERE name = '" + metric +
+           "' AND run_id IN (SELECT id FROM runs WHERE trial_id = " + std::to_string(trial) + ");\n";
+  };
+  const fs::path db = changed_copy("spread.db", set("samples_per_s", a, "1000") +
+                                                    set("samples_per_s", b, "2000") +
+                                                    set("loader_samples_per_s", a, "500") +
+                                                    set("loader_samples_per_s", b, "500"));
+  const std::string html = page("trial:" + std::to_string(a) + " trial:" + std::to_string(b),
+                                "spread.html", db);
+  for (const auto& [metric, verdict] :
+       {std::pair{std::string("samples_per_s"), std::string("differs (the same value in every run)")},
+        {std::string("loader_samples_per_s"), std::string("same (the same value in every run)")}}) {
+    const auto row = html.find("<tr><td>" + metric + "</td>");
+    ASSERT_NE(row, std::string::npos) << metric;
+    const std::string line = html.substr(row, html.find("</tr>", row) - row);
+    EXPECT_NE(line.find("<td class=\"num\">-</td><td class=\"num\">-</td>"), std::string::npos) << line;
+    EXPECT_NE(line.find(">" + verdict + "</td>"), std::string::npos) << line;
+  }
+
+  if (chromium().empty()) GTEST_SKIP() << "no Chromium on this machine (scripts/dev installs it)";
+  const nlohmann::json drawn = probe(dir_.path() / "spread.html", dir_.path(), 1400);
+  ASSERT_TRUE(drawn.is_object());
+  const nlohmann::json* forest = chart_titled(drawn, "B / A per metric");
+  ASSERT_NE(forest, nullptr);
+  std::map<std::string, std::string> fill;
+  std::set<std::string> with_interval;
+  for (const auto& mark : (*forest)["marks"]) {
+    const std::string name = mark["name"];
+    for (const auto& item : mark["items"]) {
+      const std::string metric = field_of(item, "metric");
+      if (name.find("mark-symbol") != std::string::npos) fill[metric] = item["fill"];
+      if (name.find("mark-rule") != std::string::npos && !metric.empty()) with_interval.insert(metric);
+      if (metric == "samples_per_s" || metric == "loader_samples_per_s") {
+        if (name.find("mark-symbol") == std::string::npos) continue;
+        EXPECT_EQ(field_of(item, "95% CI"), "-") << item;
+        EXPECT_EQ(field_of(item, "p"), "-") << item;
+      }
+    }
+  }
+  EXPECT_EQ(fill["samples_per_s"], "#8250df");
+  EXPECT_EQ(fill["loader_samples_per_s"], "#1b7c83");
+  EXPECT_EQ(with_interval.count("samples_per_s"), 0u);
+  EXPECT_EQ(with_interval.count("loader_samples_per_s"), 0u);
+  EXPECT_EQ(with_interval.count("step_time"), 1u);
+  // The legend names the verdicts drawn and no other.
+  std::set<std::string> calls;
+  for (const auto& row : table_rows(drawn, "verdicts")) calls.insert(row.back().substr(0, row.back().find(' ')));
+  std::set<std::string> legend;
+  for (const std::string entry : (*forest)["legend"])
+    if (entry != "per-run values" && entry != "none: the same value in every run") legend.insert(entry);
+  EXPECT_EQ(legend, calls);
 }
 
 TEST_F(ReportCliTest, BadInputIsRefusedAndNothingIsWritten) {
