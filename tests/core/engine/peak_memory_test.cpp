@@ -75,7 +75,8 @@ TEST_F(RunMemoryTest, ARunThatNeverSteppedHasOnlyItsSetupPeak) {
 constexpr std::int64_t kSide = 96;
 constexpr std::int64_t kFeatures = 3 * kSide * kSide;
 
-runner::Experiment resnet18_infer(std::int64_t batch, std::int64_t classes, std::int64_t size = 32) {
+runner::Experiment resnet18_infer(std::int64_t batch, std::int64_t classes,
+                                  std::int64_t size = 32) {
   runner::Experiment e;
   e.name = "peak-memory";
   e.kind = runner::RunKind::infer;

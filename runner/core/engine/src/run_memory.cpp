@@ -28,7 +28,8 @@ std::int64_t RunMemory::current(bool cuda) const {
 }
 
 std::int64_t RunMemory::peak(bool cuda) const {
-  return cuda ? training::cuda_memory::peak_bytes(*cuda_index_) : training::cpu_memory::peak_bytes();
+  return cuda ? training::cuda_memory::peak_bytes(*cuda_index_)
+              : training::cpu_memory::peak_bytes();
 }
 
 void RunMemory::reset(bool cuda) {
@@ -94,8 +95,8 @@ void RunMemory::add_metrics(std::vector<store::Metric>& metrics) {
     const std::string name = cuda ? "peak_cuda_allocated" : "peak_cpu_alloc";
     // A run that failed before its first step has only its setup's peak.
     if (!steps_begun_) c.setup_peak = peak(cuda);
-    metrics.push_back({name + "_setup_bytes",
-                       static_cast<double>(std::max<std::int64_t>(0, c.setup_peak - c.start)), "B"});
+    const std::int64_t setup = std::max<std::int64_t>(0, c.setup_peak - c.start);
+    metrics.push_back({name + "_setup_bytes", static_cast<double>(setup), "B"});
     if (!steps_begun_) continue;
     const std::int64_t highest = paused_ ? c.steps_peak : std::max(c.steps_peak, peak(cuda));
     // The baseline's bytes live on through the steps; only a cache of an

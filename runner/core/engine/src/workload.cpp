@@ -117,7 +117,8 @@ void build(Workload& w, const Experiment& exp, const PluginHost& host, std::uint
   model_context.training = exp.kind == RunKind::train;
   if (exp.data) {
     const auto make_loader = [&] {
-      w.loader = make_loader_for(exp, host, loader_context(exp, seed, rank.rank(), rank.world_size()));
+      w.loader =
+          make_loader_for(exp, host, loader_context(exp, seed, rank.rank(), rank.world_size()));
     };
     if (w.memory)
       w.memory->count_data(make_loader);
