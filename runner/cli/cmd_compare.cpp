@@ -221,16 +221,33 @@ void check_sides(const Side& a, const Side& b) {
 // --pairs: one comparison per pair of like trials, each headed by the values
 // of the other keys that vary; a gate fails when any pair's does.
 int print_pairs(const Split& split, const Output& o) {
-  for (const SidePair& p : split.pairs) check_sides(p.a, p.b);
+  // A sweep under way, or one whose runs failed, still compares the pairs it
+  // has; the others are named.
+  std::vector<const SidePair*> ready;
+  std::vector<std::string> skipped;
+  for (const SidePair& p : split.pairs) {
+    if (!p.a.runs.empty() && !p.b.runs.empty())
+      ready.push_back(&p);
+    else
+      skipped.push_back("trial:" + std::to_string(p.trial_a) + " vs trial:" +
+                        std::to_string(p.trial_b) + " (" + p.context + ")");
+  }
+  if (split.pairs.empty())
+    throw Error("--pairs: no trial of " + split.side_a + " is like one of " + split.side_b +
+                    " in " + join(split.varying, ", "),
+                "compare trials directly: runner compare trial:N trial:M");
+  if (ready.empty())
+    throw Error("--pairs: no pair of like trials has finished runs on both sides",
+                "runner runs lists what is recorded");
   bool gate_failed = false;
-  const std::size_t n = split.pairs.size();
+  const std::size_t n = ready.size();
   if (o.format == "json") std::cout << "{\"pairs\":[";
   if (o.format == "csv") std::cout << "pair,trial_a,trial_b," << kCsvHeader;
   if (o.format == "table")
     std::cout << n << " pair(s) of trials alike in every key but the compared one (the keys "
               << "that vary besides it: " << join(split.varying, ", ") << ")\n";
   for (std::size_t i = 0; i < n; ++i) {
-    const SidePair& p = split.pairs[i];
+    const SidePair& p = *ready[i];
     if (o.format == "table") {
       std::cout << "\n== pair " << i + 1 << " of " << n << ": " << terminal_safe(p.context)
                 << " (trial:" << p.trial_a << " vs trial:" << p.trial_b << ")\n";
@@ -248,10 +265,17 @@ int print_pairs(const Split& split, const Output& o) {
     std::cout << "],\"unmatched\":[";
     for (std::size_t i = 0; i < split.unmatched.size(); ++i)
       std::cout << (i ? "," : "") << json_quote(split.unmatched[i]);
+    std::cout << "],\"skipped\":[";
+    for (std::size_t i = 0; i < skipped.size(); ++i)
+      std::cout << (i ? "," : "") << json_quote(skipped[i]);
     std::cout << "],\"regression\":" << (gate_failed ? "true" : "false") << "}\n";
-  } else if (o.format == "table" && !split.unmatched.empty()) {
-    std::cout << "\nwithout a like trial on the other side: " << terminal_safe(join(split.unmatched, ", "))
-              << "\n";
+  } else if (o.format == "table") {
+    if (!split.unmatched.empty())
+      std::cout << "\nwithout a like trial on the other side: "
+                << terminal_safe(join(split.unmatched, ", ")) << "\n";
+    if (!skipped.empty())
+      std::cout << "\nno finished runs on a side, not compared: " << terminal_safe(join(skipped, ", "))
+                << "\n";
   }
   return gate_failed ? kExitRunFailed : kExitOk;
 }

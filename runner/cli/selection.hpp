@@ -62,6 +62,7 @@ struct SidePair {
 
 /// The sides of one experiment split by a key.
 struct Split {
+  std::string side_a, side_b;          ///< the sides' names, "KEY=VALUE (where...)"
   std::vector<std::string> varying;    ///< the other keys that vary within a side
   std::vector<SidePair> pairs;         ///< one, or pair by pair one per matching pair of trials
   std::vector<std::string> unmatched;  ///< pair by pair: trials with no like trial on the other side

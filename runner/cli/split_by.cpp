@@ -231,6 +231,8 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
     return key + "=" + shown(value) + (scope.empty() ? "" : " (" + join(scope, ", ") + ")");
   };
   const std::string a_name = side_name(a_value, side_a), b_name = side_name(b_value, side_b);
+  split.side_a = a_name;
+  split.side_b = b_name;
   if (split.varying.empty()) {
     split.pairs.push_back({"", 0, 0, side_of(db, side_a, a_name), side_of(db, side_b, b_name)});
     return split;

@@ -211,7 +211,7 @@ TEST_F(CompareSidesTest, PairsComparesEachPairOfLikeTrials) {
                         0),
             0u)
       << r.out;
-  EXPECT_NE(r.out.find("],\"unmatched\":[],\"regression\":false}\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("],\"unmatched\":[],\"skipped\":[],\"regression\":false}\n"), std::string::npos) << r.out;
   r = runner("compare experiment:kernels --by kernel.impl --pairs --format csv");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("pair,trial_a,trial_b,metric,n_a,n_b,", 0), 0u) << r.out;
@@ -256,6 +256,29 @@ TEST_F(CompareSidesTest, APluginsOptionsApplyOnlyToItsOwnTrials) {
                        " (comm_hook.plugin=allreduce distributed.reducer=after_backward)\n"),
             std::string::npos)
       << r.out;
+  // A trial without finished runs (a sweep under way): its pair is named, not compared.
+  std::int64_t idle = 0;
+  {
+    runner::store::Store store = runner::store::Store::open(db_);
+    const std::string config = R"({"comm_hook":{"options":{"matrix_approximation_rank":4,)"
+                               R"("start_powerSGD_iter":10},"plugin":"powersgd"},)"
+                               R"("distributed":{"reducer":"ddp","world_size":2}})";
+    idle = store.upsert_trial(*store.find_experiment("psgd", "[experiment]\n"), config, config,
+                              config, "");
+  }
+  r = runner("compare experiment:psgd --by comm_hook.plugin --pairs");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("2 pair(s) of trials alike", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\nno finished runs on a side, not compared: trial:" + std::to_string(ids[0]) +
+                       " vs trial:" + std::to_string(idle) +
+                       " (comm_hook.matrix_approximation_rank=4 distributed.reducer=ddp)\n"),
+            std::string::npos)
+      << r.out;
+  expect_refused("compare experiment:psgd --by comm_hook.plugin --pairs --where "
+                 "comm_hook.matrix_approximation_rank=4 --where distributed.reducer=ddp",
+                 "error: side comm_hook.plugin=powersgd (comm_hook.matrix_approximation_rank=4, "
+                 "distributed.reducer=ddp) has no finished runs\n"
+                 "hint: runner runs lists what is recorded\n");
 }
 
 TEST_F(CompareSidesTest, SelectorsOfTrialsAndOfTwoExperimentsStillCompare) {
