@@ -49,6 +49,10 @@
     return {
       drawn: true,
       top: top,
+      client_width: element.clientWidth,
+      scroll_width: element.scrollWidth,
+      client_height: element.clientHeight,
+      scroll_height: element.scrollHeight,
       title: texts(svg, 'g.role-title-text text').join(' '),
       legend: texts(svg, 'g.role-legend-label text'),
       axes: axes,
@@ -76,6 +80,7 @@
   function probe() {
     var out = {
       viewport: window.innerWidth,
+      page_width: document.documentElement.scrollWidth,
       charts: Array.prototype.map.call(document.querySelectorAll('div.chart'), chart),
       tables: Array.prototype.map.call(document.querySelectorAll('table'), table)
     };

@@ -391,8 +391,8 @@ TEST_F(ReportCliTest, ChromiumDrawsMeasuredStepsProminentAndWarmUpFaint) {
   }
 }
 
-// Issue 36: at 1,400 px every table fits the page; narrower, a table that
-// does not fit scrolls instead of being cut.
+// Issue 36: at 1,400 px every table fits the page; narrower, a table or a
+// chart that does not fit scrolls in its own box instead of being cut.
 TEST_F(ReportCliTest, ChromiumFitsEveryTableAt1400PxAndScrollsNarrower) {
   if (chromium().empty()) GTEST_SKIP() << "no Chromium on this machine (scripts/dev installs it)";
   page("experiment:sweep experiment:failing experiment:stopped experiment:kernel", "all.html");
@@ -407,8 +407,13 @@ TEST_F(ReportCliTest, ChromiumFitsEveryTableAt1400PxAndScrollsNarrower) {
     EXPECT_LE(table["right"].get<double>(), 1400) << table;
   }
   EXPECT_GE(shown, 3);
+  // Nor is the page: a chart wider than the window scrolls in its own box.
+  EXPECT_EQ(wide["page_width"], 1400);
   const nlohmann::json narrow = probe(dir_.path() / "all.html", dir_.path(), 700);
   ASSERT_TRUE(narrow.is_object());
+  EXPECT_EQ(narrow["page_width"], 700);
+  for (const auto& chart : narrow["charts"])
+    EXPECT_LE(chart["scroll_height"].get<double>(), chart["client_height"].get<double>()) << chart["title"];
   int overflowing = 0;
   for (const auto& table : narrow["tables"]) {
     if (table["scroll_width"].get<double>() <= table["client_width"].get<double>()) continue;
