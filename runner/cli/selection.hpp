@@ -57,7 +57,8 @@ struct SplitRequest {
 struct SidePair {
   std::string context;                    ///< "kernel.plugin=scale kernel.shape=[1024, 1024]"
   std::int64_t trial_a = 0, trial_b = 0;  ///< the pair's trials
-  Side a, b;
+  std::vector<std::int64_t> trials_a, trials_b;  ///< the trials each side pools
+  Side a, b;                              ///< their finished runs (empty from plan_split)
 };
 
 /// The sides of one experiment split by a key.
@@ -74,6 +75,13 @@ struct Split {
 /// keys that vary, their values and the --where that would fix it. Throws
 /// runner::Error (input) with what to do for every other bad request too.
 [[nodiscard]] Split split_experiment(const store::Store& db, const SplitRequest& request);
+
+/// The split of experiment `name`'s `trials` (ids, resolved configurations and
+/// labels: stored or planned) that `request` asks for, as split_experiment()
+/// makes it but without reading runs: each pair names its sides' trials. For
+/// `run --dry-run`, which judges the comparisons a file implies before it runs.
+[[nodiscard]] Split plan_split(const std::string& name, const std::vector<store::TrialInfo>& trials,
+                               const SplitRequest& request);
 
 /// split_experiment() without pairs, for a command without --pairs: its one pair of sides.
 [[nodiscard]] std::pair<Side, Side> split_by(const store::Store& db, const std::string& selector,

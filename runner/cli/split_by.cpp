@@ -103,28 +103,27 @@ std::string where_option(const std::string& assignment) {
 }
 
 // The finished runs of trials, in trial order, as one side.
-Side side_of(const store::Store& db, const std::vector<const TrialView*>& trials,
+Side side_of(const store::Store& db, const std::vector<std::int64_t>& trials,
              const std::string& name) {
   Side side;
   side.name = name;
-  for (const TrialView* t : trials)
-    for (auto& run : select(db, "trial:" + std::to_string(t->id)).runs)
+  for (const std::int64_t id : trials)
+    for (auto& run : select(db, "trial:" + std::to_string(id)).runs)
       side.runs.push_back(std::move(run));
   return side;
 }
 
+std::vector<std::int64_t> ids_of(const std::vector<const TrialView*>& trials) {
+  std::vector<std::int64_t> ids;
+  for (const TrialView* t : trials) ids.push_back(t->id);
+  return ids;
+}
+
 }  // namespace
 
-Split split_experiment(const store::Store& db, const SplitRequest& request) {
+Split plan_split(const std::string& name, const std::vector<store::TrialInfo>& trials,
+                 const SplitRequest& request) {
   const std::string& key = request.key;
-  if (request.selector.rfind("experiment:", 0) != 0)
-    throw Error("--by needs one experiment:NAME selector, found '" + request.selector + "'",
-                "e.g. runner compare experiment:amp --by train.precision");
-  const std::string name = request.selector.substr(11);
-  const auto trials = db.trials_of_experiment(name);
-  if (trials.empty())
-    throw Error("no experiment named '" + name + "' in the database",
-                "run 'runner runs' to see the recorded experiments");
   std::vector<std::pair<std::string, std::string>> filters;
   for (const std::string& w : request.where) {
     const auto eq = w.find('=');
@@ -234,7 +233,7 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
   split.side_a = a_name;
   split.side_b = b_name;
   if (split.varying.empty()) {
-    split.pairs.push_back({"", 0, 0, side_of(db, side_a, a_name), side_of(db, side_b, b_name)});
+    split.pairs.push_back({"", 0, 0, ids_of(side_a), ids_of(side_b), {}, {}});
     return split;
   }
 
@@ -256,9 +255,8 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
     const Context ca = context_of(*ta);
     for (std::size_t j = 0; j < side_b.size(); ++j) {
       if (!alike(ca, contexts_b[j])) continue;
-      // The runs are read once the split is known to be wanted.
       split.pairs.push_back({join(pair_values(split.varying, ca, contexts_b[j]), " "), ta->id,
-                             side_b[j]->id, side_of(db, {}, a_name), side_of(db, {}, b_name)});
+                             side_b[j]->id, {ta->id}, {side_b[j]->id}, {}, {}});
       paired.insert(ta->id);
       paired.insert(side_b[j]->id);
     }
@@ -288,10 +286,6 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
                     join(described, ", "),
                 fix);
   }
-  for (SidePair& pair : split.pairs) {
-    pair.a = side_of(db, {trial(pair.trial_a)}, a_name);
-    pair.b = side_of(db, {trial(pair.trial_b)}, b_name);
-  }
   for (const auto* side : {&side_a, &side_b})
     for (const TrialView* t : *side)
       if (!paired.count(t->id)) {
@@ -301,6 +295,23 @@ Split split_experiment(const store::Store& db, const SplitRequest& request) {
         split.unmatched.push_back("trial:" + std::to_string(t->id) + " (" + join(values, " ") +
                                   ")");
       }
+  return split;
+}
+
+Split split_experiment(const store::Store& db, const SplitRequest& request) {
+  if (request.selector.rfind("experiment:", 0) != 0)
+    throw Error("--by needs one experiment:NAME selector, found '" + request.selector + "'",
+                "e.g. runner compare experiment:amp --by train.precision");
+  const std::string name = request.selector.substr(11);
+  const auto trials = db.trials_of_experiment(name);
+  if (trials.empty())
+    throw Error("no experiment named '" + name + "' in the database",
+                "run 'runner runs' to see the recorded experiments");
+  Split split = plan_split(name, trials, request);
+  for (SidePair& pair : split.pairs) {
+    pair.a = side_of(db, pair.trials_a, split.side_a);
+    pair.b = side_of(db, pair.trials_b, split.side_b);
+  }
   return split;
 }
 
