@@ -1,20 +1,16 @@
 // Reads the compare commands an experiment file's comments print and says,
 // before anything runs, whether the planned repetitions can decide each.
-// The sides are formed from the prepared trials exactly as `compare --by`
-// forms them from the stored ones (selection.hpp's trial_value), so what the
-// plan promises is what compare will find.
+// The sides are formed from the prepared trials by the rule `compare --by`
+// applies to the stored ones (selection.hpp's plan_split), so what the plan
+// promises is what compare will find.
 #include "implied_comparisons.hpp"
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
-#include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "selection.hpp"
-#include "runner/common/json.hpp"
+#include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/store/statistics.hpp"
 
@@ -72,20 +68,13 @@ std::optional<ImpliedComparison> comparison_of(const std::vector<std::string>& w
       c.versus = words[++i];
     } else if (w == "--where" && has_value) {
       c.where.push_back(words[++i]);
+    } else if (w == "--pairs") {
+      c.pairs = true;
     }
   }
   if (c.experiment.empty() || c.by.empty()) return std::nullopt;
   return c;
 }
-
-// One prepared trial as compare's --by sees the stored one.
-struct TrialView {
-  nlohmann::json config;
-  std::string label;
-  [[nodiscard]] std::string value(const std::string& key) const {
-    return trial_value(config, label, key);
-  }
-};
 
 std::string format_p(double p) {
   char text[32];
@@ -152,69 +141,43 @@ std::vector<ImpliedComparison> implied_comparisons(const std::string& text) {
 }
 
 std::string decidability(const ImpliedComparison& comparison, const PreparedExperiment& prepared) {
-  const std::string& key = comparison.by;
-  std::vector<std::pair<std::string, std::string>> filters;
-  for (const std::string& w : comparison.where) {
-    const auto eq = w.find('=');
-    if (eq == std::string::npos || eq == 0) return "--where " + w + " is not KEY=VALUE";
-    filters.emplace_back(w.substr(0, eq), w.substr(eq + 1));
+  // The planned trials as the store will hold them, numbered in expansion
+  // order, split by the rule compare applies (plan_split).
+  std::vector<store::TrialInfo> trials;
+  for (const Trial& t : prepared.trials)
+    trials.push_back({t.index + 1, t.experiment.resolved_json(), t.label, ""});
+  const SplitRequest request{"experiment:" + comparison.experiment, comparison.by,
+                             comparison.baseline, comparison.versus, comparison.where,
+                             comparison.pairs, true};
+  Split split;
+  try {
+    split = plan_split(comparison.experiment, trials, request);
+  } catch (const Error& e) {
+    return std::string("compare would refuse it: ") + e.what() +
+           (e.hint().empty() ? "" : "; " + e.hint());
   }
-  std::vector<TrialView> kept;
-  for (const Trial& t : prepared.trials) {
-    TrialView view{parse_json(t.experiment.resolved_json()), t.label};
-    bool match = true;
-    for (const auto& [k, v] : filters) match = match && view.value(k) == v;
-    if (match) kept.push_back(std::move(view));
+  const auto repeats = static_cast<std::size_t>(prepared.first().repeats);
+  const std::string sides = split.side_a + " vs " + split.side_b;
+  if (!comparison.pairs || split.pairs.size() == 1) {
+    const SidePair& pair = split.pairs.front();
+    return sides + ": " +
+           repetitions_verdict(pair.trials_a.size() * repeats, pair.trials_b.size() * repeats);
   }
-  if (kept.empty()) return "no trial matches --where " + join(comparison.where, " --where ");
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<const TrialView*>> groups;
-  for (const TrialView& view : kept) {
-    const std::string value = view.value(key);
-    if (!groups.count(value)) order.push_back(value);
-    groups[value].push_back(&view);
-  }
-  if (groups.size() < 2)
-    return "every trial it selects has " + key + " = " + order.front() +
-           ": nothing to compare";
-  const std::string a = comparison.baseline.empty() ? order.front() : comparison.baseline;
-  std::string b = comparison.versus;
-  if (!groups.count(a)) return "no trial has " + key + " = " + a + " (--baseline)";
-  if (!b.empty() && (b == a || !groups.count(b)))
-    return "no other trial has " + key + " = " + b + " (--versus)";
-  if (b.empty()) {
-    if (groups.size() > 2)
-      return key + " takes " + std::to_string(groups.size()) + " values (" + join(order, ", ") +
-             "): compare needs --versus VALUE";
-    b = order[0] == a ? order[1] : order[0];
-  }
-  // A side pools its trials' runs only when they differ in nothing else
-  // (compare refuses otherwise): name what else varies.
-  std::set<std::string> named{key};
-  for (const auto& [k, v] : filters) named.insert(k);
-  std::vector<std::string> other;
-  for (const std::string& side : {a, b}) {
-    const auto& trials = groups[side];
-    std::set<std::string> keys;
-    for (const TrialView* t : trials)
-      for (const std::string& k : label_keys(t->label)) keys.insert(k);
-    for (const std::string& k : keys) {
-      if (named.count(k) || std::find(other.begin(), other.end(), k) != other.end()) continue;
-      for (const TrialView* t : trials)
-        if (t->value(k) != trials.front()->value(k)) {
-          other.push_back(k);
-          break;
-        }
+  // Pair by pair: the pair whose runs reach the least decides what every pair can.
+  std::size_t n_a = 0, n_b = 0;
+  for (const SidePair& pair : split.pairs) {
+    const std::size_t a = pair.trials_a.size() * repeats, b = pair.trials_b.size() * repeats;
+    if (n_a == 0 || store::smallest_two_sided_p(a, b) > store::smallest_two_sided_p(n_a, n_b)) {
+      n_a = a;
+      n_b = b;
     }
   }
-  // An empty string (a plugin option's default, say) would vanish from the line.
-  const auto shown = [](const std::string& v) { return v.empty() ? std::string("\"\"") : v; };
-  const std::string sides = key + "=" + shown(a) + " vs " + shown(b);
-  if (!other.empty())
-    return sides + ": each side pools trials that also differ in " + join(other, ", ") +
-           "; name one value of each with --where";
-  const auto repeats = static_cast<std::size_t>(prepared.first().repeats);
-  return sides + ": " + repetitions_verdict(groups[a].size() * repeats, groups[b].size() * repeats);
+  std::string line = sides + ", " + std::to_string(split.pairs.size()) + " pairs: " +
+                     repetitions_verdict(n_a, n_b);
+  if (!split.unmatched.empty())
+    line += "; " + std::to_string(split.unmatched.size()) +
+            " trial(s) with no like trial on the other side";
+  return line;
 }
 
 std::vector<std::string> decidability_lines(const Sweep& sweep) {

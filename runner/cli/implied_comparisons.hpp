@@ -21,6 +21,7 @@ struct ImpliedComparison {
   std::string baseline;            ///< --baseline VALUE, "" without
   std::string versus;              ///< --versus VALUE, "" without
   std::vector<std::string> where;  ///< every --where KEY=VALUE, in order
+  bool pairs = false;              ///< --pairs: one comparison per pair of like trials
 };
 
 /// The `runner compare experiment:NAME --by KEY` commands in the comments of
@@ -31,9 +32,9 @@ struct ImpliedComparison {
 
 /// Whether the planned runs of `prepared` can decide `comparison`: the runs
 /// each side would pool and the smallest p the rank test can reach with
-/// them, or why the comparison would not run at all (a key no trial varies,
-/// a side that pools trials differing in another key). One line, without
-/// the file and line.
+/// them (with --pairs, of the pair with the fewest), or why compare would
+/// refuse it (its own message: a key no trial varies, a side that would pool
+/// trials differing in another key). One line, without the file and line.
 [[nodiscard]] std::string decidability(const ImpliedComparison& comparison,
                                        const PreparedExperiment& prepared);
 

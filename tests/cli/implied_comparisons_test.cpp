@@ -51,7 +51,7 @@ TEST_F(ImpliedComparisonsTest, DryRunSaysWhetherTheHeadersComparisonCanBeDecided
                          "(4 is the least, 5+ recommended)\n" +
                          two.string() +
                          ":3: runner compare experiment:tiny --by optimizer.lr --versus 0.01\n"
-                         "  optimizer.lr=0.1 vs 0.01: 2 runs a side cannot reach p < 0.05 "
+                         "  optimizer.lr=0.1 vs optimizer.lr=0.01: 2 runs a side cannot reach p < 0.05 "
                          "(smallest two-sided p 0.33); 4 is the least, 5+ recommended\n"),
             std::string::npos)
       << few.out;
@@ -60,32 +60,41 @@ TEST_F(ImpliedComparisonsTest, DryRunSaysWhetherTheHeadersComparisonCanBeDecided
   const fs::path four = sweep_file(header, 4);
   const Result enough = runner("run " + four.string() + " --dry-run");
   ASSERT_EQ(enough.code, 0) << enough.err;
-  EXPECT_NE(enough.out.find("  optimizer.lr=0.1 vs 0.01: 4 runs a side can reach p < 0.05 "
+  EXPECT_NE(enough.out.find("  optimizer.lr=0.1 vs optimizer.lr=0.01: 4 runs a side can reach p < 0.05 "
                             "(smallest two-sided p 0.029)\n"),
             std::string::npos)
       << enough.out;
   EXPECT_FALSE(fs::exists(db_));
 }
 
-// A command continued over two comment lines is one comparison; a side that
-// would pool trials differing in another swept key is named, with the fix.
+// A command continued over two comment lines is one comparison; one that
+// would pool trials differing in another swept key gets compare's refusal,
+// and with --pairs the pairs of like trials are counted.
 TEST_F(ImpliedComparisonsTest, ContinuedCommandsAndSidesThatPoolUnlikeTrials) {
   const std::string header =
       "#   runner compare experiment:tiny --by optimizer.lr \\\n"
       "#       --where train.steps=3\n"
-      "#   runner compare experiment:tiny --by optimizer.lr\n";
+      "#   runner compare experiment:tiny --by optimizer.lr\n"
+      "#   runner compare experiment:tiny --by optimizer.lr --pairs\n";
   const fs::path file = sweep_file(header, 5, "\"train.steps\" = [3, 4]\n");
   const Result dry = runner("run " + file.string() + " --dry-run");
   ASSERT_EQ(dry.code, 0) << dry.err;
   EXPECT_NE(dry.out.find(file.string() +
                          ":1: runner compare experiment:tiny --by optimizer.lr --where "
                          "train.steps=3\n"
-                         "  optimizer.lr=0.1 vs 0.01: 5 runs a side can reach p < 0.05 "
-                         "(smallest two-sided p 0.0079)\n" +
+                         "  optimizer.lr=0.1 (train.steps=3) vs optimizer.lr=0.01 (train.steps=3): "
+                         "5 runs a side can reach p < 0.05 (smallest two-sided p 0.0079)\n" +
                          file.string() +
                          ":3: runner compare experiment:tiny --by optimizer.lr\n"
-                         "  optimizer.lr=0.1 vs 0.01: each side pools trials that also differ in "
-                         "train.steps; name one value of each with --where\n"),
+                         "  compare would refuse it: --by optimizer.lr: a side would pool trials "
+                         "that differ in more than optimizer.lr (optimizer.lr=0.1: 2 trial(s), "
+                         "optimizer.lr=0.01: 2 trial(s)); they also differ in train.steps (3, 4); "
+                         "compare like with like: add --where train.steps=3 (one value of each), "
+                         "or compare pair by pair with --pairs\n" +
+                         file.string() +
+                         ":4: runner compare experiment:tiny --by optimizer.lr --pairs\n"
+                         "  optimizer.lr=0.1 vs optimizer.lr=0.01, 2 pairs: 5 runs a side can "
+                         "reach p < 0.05 (smallest two-sided p 0.0079)\n"),
             std::string::npos)
       << dry.out;
 }
@@ -98,7 +107,7 @@ TEST_F(ImpliedComparisonsTest, ThePlanLineSaysItToo) {
   ASSERT_EQ(run.code, 0) << run.err;
   const auto plan = run.err.find("2 trial(s) x 1 repetition(s)");
   const auto said = run.err.find(
-      "optimizer.lr=0.01 vs 0.1: 1 run a side cannot reach p < 0.05 (smallest two-sided p 1.0); "
+      "optimizer.lr=0.01 vs optimizer.lr=0.1: 1 run a side cannot reach p < 0.05 (smallest two-sided p 1.0); "
       "4 is the least, 5+ recommended");
   ASSERT_NE(plan, std::string::npos) << run.err;
   ASSERT_NE(said, std::string::npos) << run.err;
