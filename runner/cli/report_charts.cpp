@@ -234,7 +234,12 @@ std::string forest_plot(Charts& charts, const SideComparison& c) {
       domain.push_back(call);
       range.push_back(colour);
     }
-  const json y = {{"field", "metric"}, {"type", "nominal"}, {"sort", nullptr}, {"title", nullptr}};
+  // The table's order: the rows without an interval are not in the interval
+  // layer, so the union of the layers' values would put them last.
+  json metrics = json::array();
+  for (const MetricRow& row : c.rows) metrics.push_back(row.spec.name);
+  const json y = {{"field", "metric"}, {"type", "nominal"}, {"scale", {{"domain", metrics}}},
+                  {"title", nullptr}};
   const json x_scale = {{"zero", false}};
   const json verdict_color = {{"field", "call"},
                               {"type", "nominal"},

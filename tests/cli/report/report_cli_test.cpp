@@ -510,7 +510,10 @@ TEST_F(ReportCliTest, ChromiumDrawsMetricsWithoutSpreadAsPointsWithoutIntervals)
   const fs::path db = changed_copy("spread.db", set("samples_per_s", a, "1000") +
                                                     set("samples_per_s", b, "2000") +
                                                     set("loader_samples_per_s", a, "500") +
-                                                    set("loader_samples_per_s", b, "500"));
+                                                    set("loader_samples_per_s", b, "500") +
+                                                    // A spread in a metric after them in the table.
+                                                    set("peak_cpu_alloc_bytes", a, "1000 + run_id") +
+                                                    set("peak_cpu_alloc_bytes", b, "2000 + run_id"));
   const std::string html = page("trial:" + std::to_string(a) + " trial:" + std::to_string(b),
                                 "spread.html", db);
   for (const auto& [metric, verdict] :
@@ -548,6 +551,13 @@ TEST_F(ReportCliTest, ChromiumDrawsMetricsWithoutSpreadAsPointsWithoutIntervals)
   EXPECT_EQ(with_interval.count("samples_per_s"), 0u);
   EXPECT_EQ(with_interval.count("loader_samples_per_s"), 0u);
   EXPECT_EQ(with_interval.count("step_time"), 1u);
+  // In the table's order, though the interval layer has only the rows with spread.
+  std::vector<std::string> table_order, plot_order;
+  for (const auto& row : table_rows(drawn, "verdicts")) table_order.push_back(row.front());
+  for (const auto& axis : (*forest)["axes"])
+    if (axis["description"].get<std::string>().rfind("Y-axis", 0) == 0 && !axis["labels"].empty())
+      plot_order = axis["labels"].get<std::vector<std::string>>();
+  EXPECT_EQ(plot_order, table_order);
   // The legend names the verdicts drawn and no other.
   std::set<std::string> calls;
   for (const auto& row : table_rows(drawn, "verdicts")) calls.insert(row.back().substr(0, row.back().find(' ')));
