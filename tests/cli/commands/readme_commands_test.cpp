@@ -17,8 +17,10 @@
 //   - `runner` is this build's executable, with RUNNER_DB and
 //     RUNNER_PLUGIN_PATH unset: the database is the scratch folder's
 //     ./runner.db (a command's own --db names a file there);
-//   - `python`, `python3`, the set-up's venv python and its runner-export are
-//     the build's RUNNER_PYTHON and the runner-export beside it;
+//   - `python`, `python3` and the set-up's venv python are the build's
+//     RUNNER_PYTHON; the venv's runner-export (a wrapper scripts/dev writes
+//     for the checkout that set the venv up) is RUNNER_PYTHON running this
+//     checkout's python/runner_export.py;
 //   - RUN_ID, and 3 as the run of `runner show 3` / `runner rerun 3`, is the
 //     newest run in ./runner.db (the run the command before it recorded);
 //   - `runner run` gets the --set values of kQuick below, each only where the
@@ -232,7 +234,11 @@ class ShippedCommandsTest : public ::testing::Test {
     } else if (is_python(words[0])) {
       words[0] = python.string();
     } else if (words[0].ends_with("/runner-export") || words[0] == "runner-export") {
-      words[0] = (python.parent_path() / "runner-export").string();
+      // The venv's runner-export is a wrapper scripts/dev writes for the
+      // checkout that last set the venv up; this checkout's exporter is what
+      // the wrapper runs for this checkout.
+      words[0] = (kSource / "python" / "runner_export.py").string();
+      words.insert(words.begin(), python.string());
     } else {
       ADD_FAILURE() << where(c) << ": a command of an unknown program; teach this test "
                                    "how to run it, or list it in kNotRun with why";
