@@ -306,7 +306,7 @@ int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
   }
   table.print(std::cout, terminal_width());
   std::cout << trial_column_note()
-            << (any_new ? "; #K (new): the file's K-th trial, not recorded yet" : "") << "\n";
+            << (any_new ? "\n#K (new): the file's K-th trial, not recorded yet" : "") << "\n";
   for (const auto& [name, changes] : changed) {
     std::cout << name << ": runs of the same configuration are recorded under another "
               << "environment; changed since:\n";

@@ -65,8 +65,11 @@ std::vector<std::string> block(const std::string& text, const std::string& first
 std::vector<std::string> cells(const std::string& line) {
   std::vector<std::string> out;
   const std::regex gap(" {2,}");
-  for (std::sregex_token_iterator it(line.begin(), line.end(), gap, -1), end; it != end; ++it)
-    if (!it->str().empty()) out.push_back(*it);
+  for (std::sregex_token_iterator it(line.begin(), line.end(), gap, -1), end; it != end; ++it) {
+    std::string cell = *it;
+    cell.erase(0, cell.find_first_not_of(' '));  // a right-aligned first cell
+    if (!cell.empty()) out.push_back(cell);
+  }
   return out;
 }
 
@@ -96,12 +99,12 @@ TEST_F(OutputCliTest, EveryOutputNamesATrialByTheIdCompareTakes) {
   r = runner("run " + file.string() + " --dry-run");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto dry = block(r.out, "#");
-  ASSERT_EQ(dry.size(), 6U) << r.out;
+  ASSERT_EQ(dry.size(), 7U) << r.out;
   EXPECT_EQ(cells(dry[0]), (std::vector<std::string>{"#", "trial", "optimizer.lr", "repeat", "action"}));
   EXPECT_EQ(cells(dry[1]), (std::vector<std::string>{"1", "#1 (new)", "0.01", "0", "run"}));
   EXPECT_EQ(cells(dry[2]), (std::vector<std::string>{"2", "#2 (new)", "0.05", "0", "run"}));
-  EXPECT_EQ(dry[3], "trial: the store's id (runner compare trial:N, runner report trial:N); "
-                    "#K (new): the file's K-th trial, not recorded yet");
+  EXPECT_EQ(dry[3], "trial: the store's id (runner compare trial:N, runner report trial:N)");
+  EXPECT_EQ(dry[4], "#K (new): the file's K-th trial, not recorded yet");
 
   r = runner("run " + file.string());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -220,6 +223,25 @@ TEST_F(OutputCliTest, StringValuesReadBare) {
   EXPECT_EQ(cells(table[1]).at(2), "sgd");
   EXPECT_EQ(cells(table[2]).at(2), "copying_sgd");
   EXPECT_NE(r.err.find("trial:2 (optimizer.plugin=copying_sgd) repeat 0"), std::string::npos) << r.err;
+}
+
+// Issue 36 item 8 on a shipped sweep: amp.toml's [[trial]] entries set eight
+// keys each; its dry run shows the two that tell its six trials apart and
+// fits 100 columns.
+TEST_F(OutputCliTest, TheAmpSweepsDryRunFitsAHundredColumns) {
+  const Result r = runner_with("COLUMNS=100", "run " RUNNER_SOURCE_DIR "/experiments/amp.toml --dry-run");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto table = block(r.out, "#");
+  ASSERT_GE(table.size(), 8U) << r.out;
+  EXPECT_EQ(cells(table[0]), (std::vector<std::string>{"#", "trial", "model.plugin", "train.precision",
+                                                       "repeat", "action"}));
+  EXPECT_EQ(cells(table[4]), (std::vector<std::string>{"4", "#4 (new)", "transformer_lm", "fp32", "0",
+                                                       "run"}));
+  // The table and its notes, up to "N of M runs would run".
+  for (const auto& line : table) {
+    if (line.find("runs would run") != std::string::npos) break;
+    EXPECT_LE(line.size(), 100U) << line;
+  }
 }
 
 // Issue 36 item 8: a diverged run showed "step p50 0 ns"; it says where it
