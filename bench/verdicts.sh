@@ -12,8 +12,8 @@
 # printed first: what a verdict says depends on it (docs/method.md, "The
 # shipped experiments' verdicts", has one run's output).
 #
-
-
+# Slow: amp, data_parallel and loader_workers at 5 repetitions; 41 minutes
+# on this project's Intel Xeon (2 vCPUs) at load average 5-8.
 #
 # usage: bench/verdicts.sh [--runner PATH] [--python PATH] [--only NAME] [--keep DIR]
 set -euo pipefail
@@ -30,7 +30,7 @@ while [[ $# -gt 0 ]]; do
     --python) python="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "verdicts.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
