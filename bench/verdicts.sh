@@ -30,7 +30,7 @@ while [[ $# -gt 0 ]]; do
     --python) python="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "verdicts.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
