@@ -49,6 +49,7 @@ struct Output {
   double fail_above = -1;             // the gate's threshold in percent, -1 without one
   std::optional<double> margin;       // --margin
   bool all_differences = false;       // --all-differences
+  std::string note;                   // a line after the sides' names, "" for none
 };
 
 // A CSV field: quoted when it holds a comma or a quote.
@@ -131,7 +132,9 @@ bool print_comparison(const Side& a, const Side& b, const Output& o, const std::
     }
   } else {
     std::cout << "A: " << terminal_safe(a.name) << " (" << a.runs.size() << " finished run(s))\n"
-              << "B: " << terminal_safe(b.name) << " (" << b.runs.size() << " finished run(s))\n\n";
+              << "B: " << terminal_safe(b.name) << " (" << b.runs.size() << " finished run(s))\n";
+    if (!o.note.empty()) std::cout << terminal_safe(o.note) << "\n";
+    std::cout << "\n";
     if (blocks) {
       const auto& c = *schedule;
       std::cout << "WARNING: A and B ran in separate blocks of time, not interleaved "
@@ -300,6 +303,9 @@ int handle_compare(const Args& args, const Global& global) {
     request.pairs = args.has("--pairs");
     Split split = split_experiment(db, request);
     if (request.pairs && !split.varying.empty()) return print_pairs(split, o);
+    if (!split.differ_between.empty())
+      o.note = "note: the sides differ in more than " + request.key + ": also in " +
+               join(split.differ_between, ", ");
     a = std::move(split.pairs.front().a);
     b = std::move(split.pairs.front().b);
   } else {

@@ -65,6 +65,9 @@ struct SidePair {
 struct Split {
   std::string side_a, side_b;          ///< the sides' names, "KEY=VALUE (where...)"
   std::vector<std::string> varying;    ///< the other keys that vary within a side
+  /// Other keys with one value on each side, different between them: "kernel.shape ([8192,
+  /// 8192] -> [8192, 4096])"; a plugin's options beside KEY.plugin have none on the other side.
+  std::vector<std::string> differ_between;
   std::vector<SidePair> pairs;         ///< one, or pair by pair one per matching pair of trials
   std::vector<std::string> unmatched;  ///< pair by pair: trials with no like trial on the other side
 };

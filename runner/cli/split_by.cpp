@@ -203,6 +203,7 @@ Split plan_split(const std::string& name, const std::vector<store::TrialInfo>& t
   for (const std::string& k : keys) {
     std::vector<std::string> values;
     bool varies = false;
+    std::vector<std::set<std::string>> per_side;
     for (const auto* side : {&side_a, &side_b}) {
       std::set<std::string> within;
       for (const TrialView* t : *side)
@@ -212,7 +213,13 @@ Split plan_split(const std::string& name, const std::vector<store::TrialInfo>& t
             values.push_back(shown(*v));
         }
       varies = varies || within.size() > 1;
+      per_side.push_back(std::move(within));
     }
+    // One value a side, another on each: not pooling, but not the key alone
+    // either (kernel.plugin compared at two shapes); said beside the result.
+    if (!varies && per_side[0].size() == 1 && per_side[1].size() == 1 && per_side[0] != per_side[1])
+      split.differ_between.push_back(k + " (" + shown(*per_side[0].begin()) + " -> " +
+                                     shown(*per_side[1].begin()) + ")");
     if (!varies) continue;
     split.varying.push_back(k);
     described.push_back(k + " (" + join(values, ", ") + ")");
