@@ -139,7 +139,7 @@ std::string summary_table(const ReportInput& in, const std::vector<TrialGroup>& 
   out << "<table class=\"sortable\" id=\"trials\"><thead><tr><th>trial</th><th>experiment</th>"
          "<th>sweep point</th><th>kind</th><th class=\"num\">runs</th><th class=\"num\">finished</th>"
          "<th class=\"num\">median</th><th class=\"num\">p90</th><th class=\"num\">throughput</th>"
-         "<th class=\"num\">peak memory</th><th class=\"num\">final loss</th>"
+         "<th class=\"num\">peak memory</th><th class=\"num\">data set</th><th class=\"num\">final loss</th>"
          "<th class=\"num\">eval accuracy</th></tr></thead><tbody>\n";
   for (const TrialGroup& g : trials) {
     const store::RunDetail& first = *g.runs.front();
@@ -168,6 +168,7 @@ std::string summary_table(const ReportInput& in, const std::vector<TrialGroup>& 
     auto memory = trial_median(g, [](const store::RunDetail& r) { return metric_of(r, "peak_cuda_allocated_bytes"); });
     if (!memory)
       memory = trial_median(g, [](const store::RunDetail& r) { return metric_of(r, "peak_cpu_alloc_bytes"); });
+    const auto data_set = trial_median(g, [](const store::RunDetail& r) { return metric_of(r, "data_set_bytes"); });
     const auto loss = trial_median(g, [](const store::RunDetail& r) { return metric_of(r, "loss_final"); });
     const auto accuracy = trial_median(g, [](const store::RunDetail& r) { return metric_of(r, "eval_accuracy"); });
     out << "<tr><td data-sort=\"" << g.id << "\"><a href=\"#trial-" << g.id << "\">trial " << g.id
@@ -178,13 +179,16 @@ std::string summary_table(const ReportInput& in, const std::vector<TrialGroup>& 
         << num_cell(p50, p50 ? format_ns(*p50) : "-") << num_cell(p90, p90 ? format_ns(*p90) : "-")
         << num_cell(throughput, throughput ? format_number(*throughput) + " " + unit : "-")
         << num_cell(memory, memory ? format_number(*memory / 1e6) + " MB" : "-")
+        << num_cell(data_set, data_set ? format_number(*data_set / 1e6) + " MB" : "-")
         << num_cell(loss, loss ? format_number(*loss) : "-")
         << num_cell(accuracy, accuracy ? format_number(*accuracy) : "-") << "</tr>\n";
   }
   out << "</tbody></table>\n<p class=\"note\">Median over each trial's finished runs of the run's "
          "median (p50) and p90 of its headline time (step_time for training, latency for inference, "
-         "call_time for kernels), its throughput, its peak memory (CUDA allocated on a GPU, CPU "
-         "allocations otherwise) and its final training loss. Click a column to sort.</p>\n";
+         "call_time for kernels), its throughput, its peak memory (the model's run over the "
+         "measured steps above the data set: CUDA allocated on a GPU, CPU allocations otherwise), "
+         "the data set the loaders hold, its final training loss and held-out accuracy "
+         "(docs/measurement.md). Click a column to sort.</p>\n";
   return out.str();
 }
 

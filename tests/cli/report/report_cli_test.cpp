@@ -21,6 +21,7 @@
 #include <tuple>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "support/cli_harness.hpp"
@@ -259,6 +260,17 @@ TEST_F(ReportCliTest, ThePageHoldsEveryRunAndLoadsNothing) {
   const std::string sha = query_text(db_, "SELECT sha256 FROM run_plugins LIMIT 1");
   EXPECT_NE(html.find("<code>" + sha + "</code>"), std::string::npos);
   EXPECT_NE(html.find("<td>cpu.model</td>"), std::string::npos);
+  // The data set the loaders hold, apart from the run's peak (issue 36 item 6).
+  const std::string data_set = query_text(
+      db_, "SELECT value FROM metrics WHERE name = 'data_set_bytes' AND run_id = 1");
+  ASSERT_FALSE(data_set.empty());
+  EXPECT_NE(html.find("<th class=\"num\">peak memory</th><th class=\"num\">data set</th>"),
+            std::string::npos);
+  std::ostringstream sort_key;  // as the page writes it
+  sort_key.precision(17);
+  sort_key << std::stod(data_set);
+  EXPECT_NE(html.find("<td class=\"num\" data-sort=\"" + sort_key.str() + "\">"), std::string::npos)
+      << data_set;
   // A profiled run: its trace linked, its operators listed, its profiled
   // steps in a box of their own.
   const std::string profiled = page("experiment:profiled", "profiled.html");
