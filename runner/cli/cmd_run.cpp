@@ -145,7 +145,8 @@ class PrintingObserver final : public RunObserver {
 
   void on_run_ended(const RunEnded& run) override {
     if (terminal_) std::cerr << "\r\033[K" << std::flush;
-    spent_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+    const auto now = std::chrono::steady_clock::now();
+    spent_s_ += std::chrono::duration<double>(now - run_start_).count();
     ++ended_;
     const store::RunDetail& detail = run.detail;
     const Trial& trial = *run.started.trial;

@@ -121,8 +121,8 @@ int handle_show(const Args& args, const Global& global) {
   if (args.has("--ops")) return print_ops(db, *run, top);
   const auto& r = run->row;
   // trial:N as compare and report take it back.
-  std::cout << "run " << r.id << "  " << terminal_safe(r.experiment) << "  (" << r.kind << ", trial:"
-            << r.trial_id << ", repeat " << r.repeat_index << ")\n";
+  std::cout << "run " << r.id << "  " << terminal_safe(r.experiment) << "  (" << r.kind
+            << ", trial:" << r.trial_id << ", repeat " << r.repeat_index << ")\n";
   if (!r.label.empty()) std::cout << "trial:    " << terminal_safe(r.label) << "\n";
   std::cout << "status:   " << r.status << "\n"
             << "started:  " << terminal_safe(r.started_at) << "\n"

@@ -23,7 +23,8 @@ namespace runner {
 struct Progress {
   std::int64_t step = 0;          ///< steps done, warm-up included
   std::int64_t total_steps = 0;   ///< warm-up + measured
-  double last_loss = 0;           ///< mean of the latest (up to 10) steps' loss, as loss_final; NaN for infer
+  /// Mean loss of the latest (up to 10) steps, as loss_final; NaN for infer.
+  double last_loss = 0;
   double steps_per_s = 0;         ///< recent throughput
   /// Share of the recent steps' wall time spent waiting for the batch (the
   /// data phase), in [0, 1]; NaN when the steps have no data phase (kernels).
