@@ -324,7 +324,7 @@ const Case kExamples[] = {
      }},
     {"data_parallel.toml", "",
      {
-       {"b2489f6cf2a6b14a2f9b7e82e417f6db9016b4f403f4ad842c3ef5c6166ca542",
+       {"9d9deb2cfc962f172997f13208efc65923601c2d871a8b7cc9a6af7b62cad82c",
         R"({"comm_hook":{"options":{},"plugin":"allreduce"},"data":{"batch_size":)"
         R"(64,"drop_last":true,"options":{"classes":10,"data_seed":0,"label_noise)"
         R"(":0.0,"shape":[64],"size":4096},"plugin":"synthetic","shuffle":true},")"
@@ -335,8 +335,8 @@ const Case kExamples[] = {
         R"(","model":{"options":{"activation":"relu","dropout":0.0,"hidden":[256,)"
         R"(256]},"plugin":"mlp"},"optimizer":{"options":{"lr":0.05,"momentum":0.9)"
         R"(,"nesterov":false,"weight_decay":0.0},"plugin":"sgd"},"seed":0,"train")"
-        R"(:{"steps":300,"warmup":30}})"},
-       {"5e1d28bace7a1491c599e5118cf8fe98dfed5600e83ea5262992595867f558cf",
+        R"(:{"steps":3000,"warmup":30}})"},
+       {"15b7dc5361d895a3dd4aedb6a961ec2b19194870193fa4eb88f6a5542990c787",
         R"({"comm_hook":{"options":{},"plugin":"fp16_compress"},"data":{"batch_si)"
         R"(ze":64,"drop_last":true,"options":{"classes":10,"data_seed":0,"label_n)"
         R"(oise":0.0,"shape":[64],"size":4096},"plugin":"synthetic","shuffle":tru)"
@@ -347,7 +347,7 @@ const Case kExamples[] = {
         R"(rain","model":{"options":{"activation":"relu","dropout":0.0,"hidden":[)"
         R"(256,256]},"plugin":"mlp"},"optimizer":{"options":{"lr":0.05,"momentum")"
         R"(:0.9,"nesterov":false,"weight_decay":0.0},"plugin":"sgd"},"seed":0,"tr)"
-        R"(ain":{"steps":300,"warmup":30}})"},
+        R"(ain":{"steps":3000,"warmup":30}})"},
      }},
 };
 
