@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -682,6 +683,89 @@ TEST_F(TrustCheck, AFolderOthersCanWriteToIsRefusedForScansAndForItsFiles) {
   EXPECT_EQ(std::string(load_error(dir_).what()),
             "plugin folder '" + fs::canonical(dir_).string() +
                 "' is writable by every user (mode 1757): anyone could add a library to it");
+}
+
+// A copy of the good plugin at dir_/outer/inner/, both folders 0755 and
+// ours; each test then opens up `outer`, the folder above the library's.
+class AncestorTrust : public TrustCheck {
+ protected:
+  void SetUp() override {
+    TrustCheck::SetUp();
+    outer_ = dir_ / "outer";
+    inner_ = outer_ / "inner";
+    fs::create_directories(inner_);
+    for (const fs::path& folder : {outer_, inner_}) fs::permissions(folder, kRwxrxrx);
+    file_ = inner_ / "runner_plugin_test_good.so";
+    fs::copy_file(plugin_file("good"), file_);
+    outer_ = fs::canonical(outer_);
+    inner_ = fs::canonical(inner_);
+    file_ = fs::canonical(file_);
+  }
+  static constexpr fs::perms kRwxrxrx = fs::perms::owner_all | fs::perms::group_read |
+                                        fs::perms::group_exec | fs::perms::others_read |
+                                        fs::perms::others_exec;
+  fs::path outer_, inner_, file_;
+};
+
+TEST_F(AncestorTrust, ALibraryAnywhereBelowAWorldWritableFolderIsRefused) {
+  fs::permissions(outer_, fs::perms::all);  // 0777, not sticky
+  const runner::Error e = load_error(file_);
+  EXPECT_EQ(std::string(e.what()),
+            "plugin library '" + file_.string() + "' is inside " + outer_.string() +
+                ", which every user can write to (mode 0777): they could rename what is below "
+                "it and put their own code in its place");
+  EXPECT_EQ(e.hint(), hint("remove the write permission (chmod o-w " + outer_.string() +
+                           ") or set the sticky bit (chmod +t " + outer_.string() +
+                           "), or move it elsewhere, "));
+  EXPECT_EQ(std::string(load_error(inner_).what()),
+            "plugin folder '" + inner_.string() + "' is inside " + outer_.string() +
+                ", which every user can write to (mode 0777): they could rename what is below "
+                "it and put their own code in its place");
+  runner::PluginHost host;
+  host.allow_unsafe_paths(true);
+  host.load(file_);
+  EXPECT_EQ(host.names(runner::PluginKind::model), std::vector<std::string>{"tiny_linear"});
+}
+
+TEST_F(AncestorTrust, AStickyWorldWritableFolderOfRootsOrOursAboveItIsAccepted) {
+  fs::permissions(outer_, fs::perms::all | fs::perms::sticky_bit);  // 1777, like /tmp
+  runner::PluginHost host;
+  host.load(file_);
+  host.load(inner_);
+  EXPECT_EQ(host.names(runner::PluginKind::model), std::vector<std::string>{"tiny_linear"});
+}
+
+TEST_F(AncestorTrust, AStickyFolderAboveItOwnedByAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "changing a folder's owner needs root";
+  fs::permissions(outer_, fs::perms::all | fs::perms::sticky_bit);
+  ASSERT_EQ(::chown(outer_.c_str(), 4242, 4242), 0);
+  const runner::Error e = load_error(file_);
+  EXPECT_EQ(std::string(e.what()),
+            "plugin library '" + file_.string() + "' is inside " + outer_.string() +
+                ", which is owned by user 4242, not by you or root: that user could put their "
+                "own code in its place");
+  EXPECT_EQ(e.hint(), hint("move it under folders only you or root own, "));
+}
+
+TEST_F(AncestorTrust, AFolderAboveItWritableByAGroupOfOtherUsersIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "changing a folder's group needs root";
+  fs::permissions(outer_, fs::perms::group_write, fs::perm_options::add);  // 0775
+  ASSERT_EQ(::chown(outer_.c_str(), ::geteuid(), 0), 0);
+  {  // root's group holds administrators only
+    runner::PluginHost host;
+    host.load(file_);
+  }
+  ASSERT_EQ(::chown(outer_.c_str(), ::geteuid(), 4242), 0);
+  const std::string group = ::getgrgid(4242) != nullptr ? ::getgrgid(4242)->gr_name : "4242";
+  const runner::Error e = load_error(file_);
+  EXPECT_EQ(std::string(e.what()),
+            "plugin library '" + file_.string() + "' is inside " + outer_.string() +
+                ", which the users of group '" + group +
+                "' can write to (mode 0775): they could rename what is below it and put their "
+                "own code in its place");
+  EXPECT_EQ(e.hint(), hint("remove the write permission (chmod g-w " + outer_.string() +
+                           ") or set the sticky bit (chmod +t " + outer_.string() +
+                           "), or move it elsewhere, "));
 }
 
 }  // namespace

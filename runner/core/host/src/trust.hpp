@@ -6,14 +6,17 @@
 
 namespace runner::host::detail {
 
-/// Refuses (runner::Error, input) a library file that is writable by every
-/// user, owned by a user other than this process's or root, or in a folder
-/// that other users can write into (world-writable without the sticky bit,
-/// or owned by another user).
+/// Refuses (runner::Error, input) a library file that users other than this
+/// process's and root could replace: the file writable by others (every user,
+/// or a group that may hold other users), owned by another user, or any folder
+/// from its own up to `/` that others can write into (unless sticky and owned
+/// by root or this user, like /tmp) or that another user owns. `file` is the
+/// resolved path the host then loads, so symlinks on the way do not count.
 void check_trusted_file(const std::filesystem::path& file);
 
-/// Refuses a folder the host would scan for libraries when every user can
-/// add files to it (world-writable, sticky or not) or it is owned by another user.
+/// Refuses a folder the host would scan for libraries when others can add
+/// files to it (sticky or not) or it is owned by another user, or when a
+/// folder above it fails the test check_trusted_file() applies to folders.
 void check_trusted_folder(const std::filesystem::path& folder);
 
 }  // namespace runner::host::detail
