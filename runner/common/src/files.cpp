@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runner/common/error.hpp"
+#include "runner/common/output_path.hpp"
 
 namespace runner {
 
@@ -65,6 +66,12 @@ void TemporaryFile::commit() {
   const int sync_error = errno;
   if (fd >= 0) ::close(fd);
   if (!synced) fail(destination_, sync_error);
+  // rename() would replace a device, a FIFO or a symbolic link as readily as
+  // a file: the rule is checked again at the last moment (the destructor
+  // removes the temporary).
+  OutputUse use;
+  use.standard_output = false;
+  refuse_non_regular(destination_, use);
   // mkstemp makes the file 0600; the result is an ordinary file (0666 & ~umask).
   const mode_t mask = ::umask(0);
   ::umask(mask);

@@ -24,7 +24,9 @@ class TemporaryFile {
 
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
   /// Flushes the file to disk (fsync) and renames it to the destination.
-  /// Throws runner::Error (input) with the OS reason; the temporary is removed then.
+  /// Throws runner::Error (input) with the OS reason, or when the destination
+  /// is neither absent nor a regular file (output_path.hpp, left as it is);
+  /// the temporary is removed then.
   void commit();
 
  private:
