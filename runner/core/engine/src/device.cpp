@@ -11,6 +11,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 
@@ -117,7 +118,10 @@ torch::Device rank_device(const std::string& device_name, const RankInfo& rank) 
 #ifdef RUNNER_WITH_CUDA
   if (device.is_cuda() && rank.rendezvous != nullptr) {
     const int local = rank.rendezvous->local_rank >= 0 ? rank.rendezvous->local_rank : rank.rank();
-    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local));
+    // More local ranks than GPUs share them round-robin (gloo only: NCCL
+    // refuses two ranks on one device).
+    const int count = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local % count));
     c10::cuda::set_device(device.index());
   }
 #else

@@ -77,6 +77,10 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(
     auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rendezvous.rank,
                                                             rendezvous.world_size, options);
     group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+    // Gloo also reduces CUDA tensors (through host copies), as PyTorch's gloo
+    // group does: a data-parallel run on GPUs without NCCL, or several ranks
+    // sharing one GPU, which NCCL refuses.
+    group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, gloo);
     group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
     return group;
 #else

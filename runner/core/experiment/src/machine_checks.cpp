@@ -81,17 +81,15 @@ void ParsedExperiment::check_runtime(Experiment& e) const {
 }
 
 void ParsedExperiment::check_backend(const HostConfig& config) const {
-  // gloo reduces CPU tensors here and nccl CUDA tensors; "auto" is decided at run time.
+  // nccl reduces CUDA tensors only; gloo reduces both (CUDA ones through host
+  // copies); "auto" is decided at run time.
   const std::string& backend = config.experiment.distributed.backend;
   const std::string& device = config.experiment.device.type;
-  const bool mismatch = (backend == "gloo" && device == "cuda") || (backend == "nccl" && device == "cpu");
-  if (!mismatch) return;
+  if (backend != "nccl" || device != "cpu") return;
   const Section& section = *config.distributed;
-  const std::string other = backend == "gloo" ? "nccl" : "gloo";
-  const std::string message = "[distributed] backend \"" + backend + "\" does not work with device.type = \"" +
-                              device + "\"";
-  const std::string hint = "use backend = \"" + other + "\" for device.type = \"" + device +
-                           "\" (gloo: CPU tensors, nccl: CUDA tensors)";
+  const std::string message = "[distributed] backend \"nccl\" does not work with device.type = \"cpu\"";
+  const std::string hint =
+      "use backend = \"gloo\" for device.type = \"cpu\" (gloo: CPU and CUDA tensors, nccl: CUDA tensors)";
   for (const Leaf& item : section.items)
     if (item.key == "backend") throw check_.error(item, message, hint);
   throw check_.error(section.key_src, *section.node, message, hint);
