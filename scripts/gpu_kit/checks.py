@@ -184,7 +184,7 @@ def kernels(kit):
 
 
 def aoti(kit):
-    models = os.path.join(kit.out, "models")
+    models = os.path.join(kit.work, "models")
     os.makedirs(models, exist_ok=True)
     has_torchvision = kit.command([kit.python, "-c", "import torchvision"]).returncode == 0
     prefix = os.path.join(models, "net")

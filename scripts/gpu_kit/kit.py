@@ -27,7 +27,9 @@ class Kit:
         self.out = args.out
         self.runner_bin = os.path.join(args.build, "bin", "runner")
         self.db = os.path.join(args.out, "runner.db")
-        self.experiments = os.path.join(args.out, "experiments")
+        # Experiment files and models stay out of OUT, which travels back (8 files at most).
+        self.work = args.work
+        self.experiments = os.path.join(args.work, "experiments")
         os.makedirs(self.experiments, exist_ok=True)
         self.log = open(os.path.join(args.out, "commands.log"), "a", encoding="utf-8")
 

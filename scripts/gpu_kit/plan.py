@@ -89,7 +89,7 @@ def report(kit):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mode", choices=["gpu", "cpu"], required=True)
-    for name in ("root", "build", "deps", "out", "python"):
+    for name in ("root", "build", "deps", "out", "python", "work"):
         parser.add_argument("--" + name, required=True)
     parser.add_argument("--build-seconds", type=float, required=True)
     parser.add_argument("--started-seconds-ago", type=float, default=0)
