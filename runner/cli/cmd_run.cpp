@@ -154,7 +154,7 @@ class PrintingObserver final : public RunObserver {
     if (detail.row.status != store::RunStatus::finished &&
         detail.row.status != store::RunStatus::interrupted)
       spdlog::error("run {} ({}, repeat {}) {}: {}", run.started.run_id, reference(run.started),
-                    run.started.repeat, status, detail.error);
+                    run.started.repeat, status, terminal_safe(detail.error));
     const store::Summary* wall = find_summary(detail.summaries, headline_metric(kind_));
     if (wall != nullptr)
       if (const std::string noisy = store::noise_warning(*wall); !noisy.empty())

@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
     if (!e.hint().empty()) std::cerr << "hint: " << e.hint() << "\n";
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::cerr << "error: internal: " << e.what() << "\n";
+    // Not a runner::Error, so not escaped yet: it may quote a file's bytes.
+    std::cerr << "error: internal: " << runner::terminal_safe_lines(e.what()) << "\n";
     return runner::kExitRunFailed;
   }
 }

@@ -15,65 +15,7 @@ bool looks_numeric(const std::string& s) {
   return !s.empty() && (std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '-' ||
                         s.front() == '.');
 }
-void append_escape(std::string& out, unsigned value, int digits) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += digits == 2 ? "\\x" : "\\u";
-  for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4) out += kHex[(value >> shift) & 0xFU];
-}
-
-// The length of the UTF-8 sequence starting at text[i], or 0 if it is not one.
-std::size_t utf8_length(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char c = byte(i);
-  const std::size_t length = c >= 0xC2U && c <= 0xDFU   ? 2
-                             : c >= 0xE0U && c <= 0xEFU ? 3
-                             : c >= 0xF0U && c <= 0xF4U ? 4
-                                                        : 0;
-  if (length == 0 || i + length > text.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k)
-    if ((byte(i + k) & 0xC0U) != 0x80U) return 0;
-  return length;
-}
-
 }  // namespace
-
-std::string terminal_safe(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20U && c < 0x7FU) {
-      out += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    if (c < 0x80U) {
-      switch (c) {
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case 0x1BU: out += "\\e"; break;
-        default: append_escape(out, c, 2);
-      }
-      ++i;
-      continue;
-    }
-    const std::size_t length = utf8_length(text, i);
-    if (length == 0) {
-      append_escape(out, c, 2);  // not UTF-8: shown byte by byte
-      ++i;
-      continue;
-    }
-    // C1 controls (U+0080..U+009F) act as escapes on some terminals.
-    if (length == 2 && c == 0xC2U && static_cast<unsigned char>(text[i + 1]) < 0xA0U) {
-      append_escape(out, static_cast<unsigned char>(text[i + 1]), 4);
-    } else {
-      out.append(text.substr(i, length));
-    }
-    i += length;
-  }
-  return out;
-}
 
 std::vector<std::size_t> Table::column_widths() const {
   std::vector<std::size_t> width(header_.size(), 0);

@@ -6,13 +6,9 @@
 #include <string_view>
 #include <vector>
 
-namespace runner::cli {
+#include "runner/common/strings.hpp"  // terminal_safe
 
-/// `text` safe to print on a terminal: control characters (C0, DEL, C1 such
-/// as ESC, \r, \b, NUL) and bytes that are not UTF-8 become visible escapes
-/// (\e, \r, \x08, \u009b, ...). Everything read from a store or written by a
-/// user goes through this before it reaches the terminal.
-[[nodiscard]] std::string terminal_safe(std::string_view text);
+namespace runner::cli {
 
 /// A table printed with aligned columns; numeric-looking cells align right.
 /// Cells are made terminal_safe().

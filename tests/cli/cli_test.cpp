@@ -375,6 +375,17 @@ TEST_F(CliTest, RunsOnAMissingDatabaseIsAnInputError) {
   EXPECT_FALSE(fs::exists(db_));
 }
 
+TEST_F(CliTest, ErrorsQuoteUserInputEscaped) {
+  // An ESC in a --set argument could recolour or clear the terminal if the
+  // error repeated it raw.
+  const fs::path file = write("small.toml", kSmallTrain);
+  const Result r = runner("validate " + file.string() + " --set 'train.st\x1b[2Jeps=3'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "error: --set train.st\\e[2Jeps=3: unknown key 'train.st\\e[2Jeps'");
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, TextFromTheStoreIsEscapedOnTheTerminal) {
   const fs::path file = write("small.toml", kSmallTrain);
   ASSERT_EQ(runner("run " + file.string() + " " + db_arg() + " --set experiment.repeats=1").code, 0);

@@ -115,6 +115,23 @@ TEST(Error, InputErrorsExitWithTwoAndRunErrorsWithOne) {
   EXPECT_EQ(Error("bad").kind(), ErrorKind::input);
 }
 
+TEST(TerminalSafe, ControlCharactersAndBytesThatAreNotUtf8BecomeVisibleEscapes) {
+  EXPECT_EQ(terminal_safe("a\x1b[31m\r\b\t\n\x7f" "\xff" "\xc2\x9b" "\xc3\xa9" "\\e"),
+            "a\\e[31m\\r\\x08\\t\\n\\x7f\\xff\\u009b\xc3\xa9\\e");
+  EXPECT_EQ(terminal_safe_lines("one\ntwo\x1b"), "one\ntwo\\e");
+  EXPECT_EQ(terminal_safe(terminal_safe("\x1b\xff")), terminal_safe("\x1b\xff"));  // idempotent
+}
+
+TEST(Error, MessagesAndHintsNeverCarryRawControlBytes) {
+  // Whatever a message quotes (an argument, a key, a file's bytes) reaches
+  // the terminal and the store escaped; runner's own line breaks stay.
+  const Error plain("key 'a\x1b]0;x\x07' in\nfile '\xff'", "try 'b\x1b'");
+  EXPECT_EQ(std::string(plain.what()), "key 'a\\e]0;x\\x07' in\nfile '\\xff'");
+  EXPECT_EQ(plain.hint(), "try 'b\\e'");
+  const Error located(SourceLocation{"f\x1b.toml", 1, 2}, "bad\r");
+  EXPECT_EQ(std::string(located.what()), "f\\e.toml:1:2: bad\\r");
+}
+
 TEST(Error, PrefixesTheLocationAndKeepsTheHint) {
   const Error located(SourceLocation{"a.toml", 2, 5}, "unknown key 'x'", "keys: y");
   EXPECT_STREQ(located.what(), "a.toml:2:5: unknown key 'x'");
@@ -251,10 +268,11 @@ TEST(ParseJson, ReadsInvalidUtf8FromEarlierReleasesAsReplacementCharacters) {
   EXPECT_EQ(parse_json(stored)["env.NCCL_SOCKET_IFNAME"], replaced);
   EXPECT_EQ(parse_json_object(stored),
             (std::map<std::string, std::string>{{"env.NCCL_SOCKET_IFNAME", replaced}}));
-  // Still malformed once repaired: the parser's first complaint is reported.
+  // Still malformed once repaired: the parser's first complaint is reported,
+  // its quote of the byte escaped like every message's (issue 30).
   EXPECT_THROW_MSG(static_cast<void>(parse_json("[\"\xff\"")), Error,
                    "malformed JSON: parse error at line 1, column 3: syntax error while parsing "
-                   "value - invalid string: ill-formed UTF-8 byte; last read: '\"\xff'");
+                   "value - invalid string: ill-formed UTF-8 byte; last read: '\"\\xff'");
 }
 
 TEST(ParseJsonObject, ReadsAFlatObjectOfStrings) {

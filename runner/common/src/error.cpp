@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "runner/common/strings.hpp"
+
 namespace runner {
 
 std::string SourceLocation::str() const {
@@ -10,12 +12,15 @@ std::string SourceLocation::str() const {
 }
 
 Error::Error(const std::string& message, std::string hint, ErrorKind kind)
-    : std::runtime_error(message), hint_(std::move(hint)), kind_(kind) {}
+    : std::runtime_error(terminal_safe_lines(message)),
+      hint_(terminal_safe_lines(hint)),
+      kind_(kind) {}
 
 Error::Error(const SourceLocation& where, const std::string& message,
              std::string hint, ErrorKind kind)
-    : std::runtime_error(where.file.empty() ? message : where.str() + ": " + message),
-      hint_(std::move(hint)),
+    : std::runtime_error(
+          terminal_safe_lines(where.file.empty() ? message : where.str() + ": " + message)),
+      hint_(terminal_safe_lines(hint)),
       kind_(kind) {}
 
 }  // namespace runner

@@ -114,6 +114,17 @@ TEST_F(OverridesTest, UnknownKey) {
                    "--set sweep.train.steps=[1]: unknown key 'sweep.train.steps'");
 }
 
+TEST_F(OverridesTest, ErrorsQuoteTheArgumentEscaped) {
+  // A raw ESC (or a line break) from the command line must not reach the
+  // terminal: it could recolour or rewrite what the user reads.
+  EXPECT_EQ(std::string(error_with(kMinimal, {"train.st\x1b[2Jeps=3"}).what()),
+            "--set train.st\\e[2Jeps=3: unknown key 'train.st\\e[2Jeps'");
+  EXPECT_EQ(std::string(error_with(kMinimal, {"train.steps=\x1b"}).what()),
+            "--set train.steps=\\e: 'train.steps' must be an integer, found a string");
+  EXPECT_EQ(std::string(error_with(kMinimal, {"a\nhint: b=1"}).what()),
+            "--set a\\nhint: b=1: unknown key 'a\\nhint: b'");
+}
+
 TEST_F(OverridesTest, UnknownPluginOption) {
   const Error e = error_with(kMinimal, {"model.hiden=[8]"});
   EXPECT_EQ(std::string(e.what()),

@@ -201,6 +201,23 @@ TEST_F(SafetensorsTest, MalformedHeadersAreRefused) {
   EXPECT_EQ(read_error(dir_ / "absent"), prefix(dir_ / "absent") + "no such file");
 }
 
+TEST_F(SafetensorsTest, HeaderErrorsQuoteTheFilesBytesEscaped) {
+  const fs::path invalid = file("invalid", "{\"a\xff\":{}}");
+  const std::string message = read_error(invalid);
+  EXPECT_EQ(message, prefix(invalid) +
+                         "its header is not valid JSON: [json.exception.parse_error.101] parse "
+                         "error at line 1, column 4: syntax error while parsing object key - "
+                         "invalid string: ill-formed UTF-8 byte; last read: '\"a\\xff'; "
+                         "expected string literal");
+  EXPECT_EQ(message.find('\xff'), std::string::npos);
+  const fs::path control = file(
+      "control", R"({"a\u001b[31m\nb":{"dtype":"x\u009b","shape":[1],"data_offsets":[0,1]}})", 1);
+  EXPECT_EQ(read_error(control), prefix(control) +
+                                     "tensor 'a\\e[31m\\nb' has dtype 'x\\u009b', which runner "
+                                     "does not read (F64, F32, F16, BF16, I64, I32, I16, I8, U8, "
+                                     "BOOL)");
+}
+
 TEST_F(SafetensorsTest, WritingRefusesViewsThatDoNotMatchTheirShape) {
   const std::vector<float> three{1, 2, 3};
   const fs::path path = dir_ / "bad.safetensors";

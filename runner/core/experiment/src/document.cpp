@@ -399,7 +399,7 @@ const char* const kSetHint =
     "and does not start with a quote or a bracket is taken as a string";
 
 Leaf parse_set(const std::string& argument, Sources& out) {
-  const std::string shown = "--set " + argument;
+  const std::string shown = "--set " + terminal_safe(argument);  // the raw bytes never reach a terminal
   auto fail = [&](const std::string& message, const std::string& hint) {
     return Error(SourceLocation{shown, 0, 0}, message, hint);
   };
@@ -493,7 +493,7 @@ void load_sources(const fs::path& root, const std::vector<std::string>& set_over
 
   for (const std::string& argument : set_overrides) {
     const Leaf leaf = parse_set(argument, out);
-    const SourceLocation where{"--set " + argument, 0, 0};
+    const SourceLocation where{"--set " + terminal_safe(argument), 0, 0};
     for (const Axis& axis : doc.axes)
       for (const Leaf& swept : axis.keys)
         if (swept.key == leaf.key)

@@ -144,7 +144,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
     const HostKey* host = find_key(spec, item.key);
     if (host == nullptr) {
       if (spec.plugin) continue;  // a plugin option, checked in phase 2
-      std::string message = "unknown key '" + item.key + "' in [" + spec.name + "]";
+      std::string message = "unknown key '" + terminal_safe(item.key) + "' in [" + spec.name + "]";
       if (const auto match = closest_match(item.key, key_names(spec)))
         message += "; did you mean '" + *match + "'?";
       throw check_.error(item, message,

@@ -66,7 +66,7 @@ std::optional<DottedKey> lookup_dotted(std::string_view dotted) {
 
 std::pair<std::string, std::string> unknown_dotted_key(std::string_view dotted,
                                                        std::string_view where) {
-  std::string message = "unknown key '" + std::string(dotted) + "'";
+  std::string message = "unknown key '" + terminal_safe(dotted) + "'";
   if (!where.empty()) message += " in " + std::string(where);
   const auto dot = dotted.find('.');
   const std::string head(dotted.substr(0, dot));

@@ -7,6 +7,7 @@
 
 #include "runner/common/error.hpp"
 #include "runner/common/sha256.hpp"
+#include "runner/common/strings.hpp"
 #include "runner/engine/engine.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
 #include "runner/runtime/runtime.hpp"
@@ -114,7 +115,7 @@ void load_plugins(PluginHost& host, const std::vector<fs::path>& experiment_path
   for (const auto& p : default_plugin_paths()) {
     std::error_code ec;
     if (!fs::exists(p, ec)) {
-      warnings.push_back("plugin path '" + p.string() +
+      warnings.push_back("plugin path '" + terminal_safe(p.string()) +
                          "' (RUNNER_PLUGIN_PATH) does not exist; skipped");
       continue;
     }

@@ -73,7 +73,7 @@ std::optional<std::uint64_t> bytes_needed(const std::vector<std::int64_t>& shape
 
 TensorEntry parse_entry(const std::filesystem::path& path, const std::string& name,
                         const json& value, std::uint64_t data_size) {
-  const std::string where = "tensor '" + name + "'";
+  const std::string where = "tensor '" + terminal_safe(name) + "'";  // a name is the file's bytes
   if (!value.is_object()) refuse(path, where + " is not described by an object");
   TensorEntry entry;
   entry.name = name;
@@ -83,8 +83,8 @@ TensorEntry parse_entry(const std::filesystem::path& path, const std::string& na
   const auto known = std::find_if(kDTypes.begin(), kDTypes.end(),
                                   [&](const DTypeInfo& d) { return d.name == dtype_text; });
   if (known == kDTypes.end())
-    refuse(path, where + " has dtype '" + dtype_text + "', which runner does not read (" +
-                     known_dtypes() + ")");
+    refuse(path, where + " has dtype '" + terminal_safe(dtype_text) +
+                     "', which runner does not read (" + known_dtypes() + ")");
   entry.dtype = known->dtype;
   const auto shape = value.find("shape");
   if (shape == value.end() || !shape->is_array())
@@ -172,7 +172,8 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head,
   const TensorEntry* previous = nullptr;
   for (const TensorEntry* t : by_offset) {
     if (t->begin < covered)
-      refuse(path, "tensors '" + previous->name + "' and '" + t->name + "' overlap");
+      refuse(path, "tensors '" + terminal_safe(previous->name) + "' and '" +
+                       terminal_safe(t->name) + "' overlap");
     if (t->begin > covered)
       refuse(path, "bytes " + std::to_string(covered) + " to " + std::to_string(t->begin) +
                        " of the data belong to no tensor");

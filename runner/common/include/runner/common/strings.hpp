@@ -37,6 +37,17 @@ namespace runner {
 /// DEL, or a C1 control character (U+0080 to U+009F in UTF-8).
 [[nodiscard]] bool has_control_character(std::string_view text);
 
+/// `text` safe to print on a terminal: control characters (C0, DEL, C1 such
+/// as ESC, \r, \b, NUL) and bytes that are not UTF-8 become visible escapes
+/// (\e, \r, \x08, \u009b, ...); backslashes stay as they are, so escaping
+/// twice changes nothing. Everything read from a store, a file or a user goes
+/// through this before it reaches a terminal or an error message.
+[[nodiscard]] std::string terminal_safe(std::string_view text);
+
+/// terminal_safe() that keeps line breaks: for whole messages whose lines
+/// runner wrote (every runner::Error's message and hint passes through it).
+[[nodiscard]] std::string terminal_safe_lines(std::string_view text);
+
 /// Removes leading and trailing whitespace.
 [[nodiscard]] std::string trim(std::string_view text);
 
