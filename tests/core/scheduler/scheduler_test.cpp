@@ -17,6 +17,7 @@
 #include <string>
 
 #include "runner/common/error.hpp"
+#include "runner/process/oom.hpp"
 #include "support/expect_throw_msg.hpp"
 
 namespace fs = std::filesystem;
@@ -283,6 +284,43 @@ TEST_F(SchedulerTest, RunProcessesThatEndBadlyAreRecordedByTheScheduler) {
   EXPECT_EQ(seen.ended[1].detail.row.status, runner::store::RunStatus::failed);
   EXPECT_EQ(seen.ended[1].detail.error,
             "the run process exited with code 0 before recording a result");
+}
+
+// kill -9 of a data-parallel run's rank 0 (its run process) by someone else:
+// recorded naming that rank and its host, and out of memory only if the
+// kernel's count of OOM kills says so (it did not kill anything here).
+TEST_F(SchedulerTest, AKilledRankZeroIsNamedAndNotCalledOutOfMemory) {
+  const fs::path file = dir_ / "killed.toml";
+  std::ofstream(file) << "[experiment]\nname = \"killed\"\nrepeats = 1\ntimeout = \"60s\"\n"
+                         "[model]\nplugin = \"tiny_linear\"\nkill_at_step = 2\nfail_rank = 0\n"
+                         "[data]\nplugin = \"tiny_data\"\nbatch_size = 8\n"
+                         "[optimizer]\nplugin = \"sgd\"\n[train]\nsteps = 3\nwarmup = 0\n"
+                         "[distributed]\nworld_size = 2\n";
+  const auto p = runner::prepare_experiment(file, {}, runner::PluginSearch{{kTestPlugins}});
+  runner::SchedulerOptions o;  // the real engine
+  o.db = dir_ / "runner.db";
+  o.isolation = runner::Isolation::process;
+  Recorder seen;
+  (void)runner::run_sweep(p, o, seen);
+  ASSERT_EQ(seen.ended.size(), 1u);
+  const runner::store::RunDetail& run = seen.ended[0].detail;
+  EXPECT_EQ(run.row.status, runner::store::RunStatus::crashed);
+  EXPECT_EQ(run.signal, SIGKILL);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string rank = "rank 0 of 2 (host " + std::string(host) + ", pid ";
+  EXPECT_EQ(run.error.substr(0, rank.size()), rank) << run.error;
+  const fs::path counter = runner::oom_kill_counter_file();
+  const auto kills = runner::read_oom_kills(counter);
+  const std::string why =
+      kills ? ") was killed by signal 9 (Killed) from outside runner (not the kernel's OOM "
+              "killer: oom_kill stayed at " + std::to_string(*kills) + " in " + counter.string() +
+              ")"
+            : ") was killed by signal 9 (Killed) from outside runner, or by the kernel's OOM "
+              "killer (this machine has no cgroup count of OOM kills to tell which)";
+  ASSERT_GT(run.error.size(), why.size()) << run.error;
+  EXPECT_EQ(run.error.substr(run.error.size() - why.size()), why) << run.error;
+  EXPECT_EQ(run.error.find("out of memory"), std::string::npos) << run.error;
 }
 
 TEST_F(SchedulerTest, AHungRunProcessIsKilledAtTheTimeoutWhileItsHeartbeatIsKept) {

@@ -208,8 +208,9 @@ ChildExit run_in_child(const std::function<int()>& body, const ChildOptions& opt
     if (ready > 0 && (fds[0].revents & POLLIN)) break;
   }
   drain_lines();  // what the child wrote just before it ended
-  const int status = child.wait();
   ChildExit result;
+  result.pid = child.pid();
+  const int status = child.wait();
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (killed_for_timeout) {
     result.kind = ChildExit::Kind::timed_out;

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "runner/engine/engine.hpp"
+#include "runner/engine/rendezvous.hpp"
 #include "runner/process/isolation.hpp"
+#include "runner/process/oom.hpp"
 #include "runner/store/store.hpp"
 
 namespace runner {
@@ -15,9 +18,17 @@ void record_outcome(store::Store& db, std::int64_t run_id, const RunOutcome& out
 
 /// Final status of a run from its process's exit, when the process did not
 /// record one itself (crash, timeout, second interrupt, early exit). `reason`
-/// is what the run process said before it exited, if anything.
+/// is what the run process said before it exited, if anything; `job` the
+/// launched job's rendezvous of a [distributed] run, if any; `oom` the
+/// kernel's count of OOM kills taken before the process started.
 void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
-                       double timeout_s, const std::string& reason);
+                       const Experiment& experiment, const std::optional<Rendezvous>& job,
+                       const std::string& reason, const OomKillBaseline& oom);
+
+/// How a run's error names its process: "" for a run of one process, and
+/// "rank 0 of 2 (host h, pid 7)" for the rank a [distributed] run process is.
+[[nodiscard]] std::string run_process_name(const Experiment& experiment,
+                                           const std::optional<Rendezvous>& job, int pid);
 
 /// Longest error text a failed run records: enough for any real message,
 /// bounded so that a runaway one (a thousand ranks' failures) cannot bloat the store.

@@ -1,9 +1,9 @@
 // What happens inside a run process, and how the scheduler records a run
 // process that ended without recording its own verdict.
-#include <csignal>
 #include <optional>
 #include <string>
 
+#include "liveness.hpp"
 #include "record.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
@@ -111,8 +111,21 @@ std::string failure_reason(const std::string& what) {
   return bounded_error(what.substr(begin, what.find('\n', begin) - begin));
 }
 
+std::string run_process_name(const Experiment& experiment, const std::optional<Rendezvous>& job,
+                             int pid) {
+  if (!experiment.distributed.enabled) return "";
+  // The scheduler's child is rank 0 (it forks the others) or, in a launched
+  // job, this node's rank; named as the ranks name each other (ranks.cpp).
+  const int rank = job ? job->rank : 0;
+  const std::int64_t world = job ? job->world_size : experiment.distributed.world_size;
+  return "rank " + std::to_string(rank) + " of " + std::to_string(world) + " (host " +
+         this_process().host + ", pid " + std::to_string(pid) + ")";
+}
+
 void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
-                       double timeout_s, const std::string& reason) {
+                       const Experiment& experiment, const std::optional<Rendezvous>& job,
+                       const std::string& reason, const OomKillBaseline& oom) {
+  const double timeout_s = experiment.timeout_s;
   const auto run = db.get_run(run_id);
   if (run && run->row.stored_status != store::RunStatus::running) return;  // it recorded its verdict
   switch (exit.kind) {
@@ -126,8 +139,7 @@ void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& e
       break;
     case ChildExit::Kind::signaled:
       db.finish_run(run_id, store::RunStatus::crashed,
-                    describe_signal(exit.signal) +
-                        (exit.signal == SIGKILL ? "; out of memory (OOM killer)?" : ""),
+                    describe_kill(run_process_name(experiment, job, exit.pid), exit.signal, oom),
                     {}, {}, exit.signal);
       break;
     case ChildExit::Kind::exited:

@@ -268,6 +268,7 @@ void execute(const Slot& slot, const SchedulerOptions& options,
     };
   }
   connection.reset();
+  const OomKillBaseline oom = OomKillBaseline::take();  // compared once the process ends
   const ChildExit exit = run_in_child(
       [&]() -> int {
         reason.read.reset();
@@ -286,7 +287,7 @@ void execute(const Slot& slot, const SchedulerOptions& options,
   lines.write.reset();
   const std::string why = read_all(reason.read.get());
   connection.emplace(store::Store::open(options.db));
-  record_child_exit(*connection, run_id, exit, trial.experiment.timeout_s, why);
+  record_child_exit(*connection, run_id, exit, trial.experiment, context.job, why, oom);
 }
 
 }  // namespace

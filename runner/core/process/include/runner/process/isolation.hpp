@@ -27,6 +27,7 @@ struct ChildExit {
   int exit_code = 0;   ///< for exited
   int signal = 0;      ///< for signaled
   double seconds = 0;  ///< wall time of the child
+  int pid = 0;         ///< the child's process id, as messages name it
 };
 
 /// "killed by signal 11 (Segmentation fault)".
