@@ -11,6 +11,7 @@
 #include "selection.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/files.hpp"
+#include "runner/common/output_path.hpp"
 #include "runner/store/store.hpp"
 
 namespace runner::cli {
@@ -33,13 +34,18 @@ int handle_export(const Args& args, const Global& global) {
   const std::optional<ExportWhat> what = parse_export_what(what_text);
   if (!what)
     throw Error("--what must be runs, samples, summaries or metrics, found '" + what_text + "'");
-  const bool to_file = args.has("--out");
   const std::filesystem::path out = args.get("--out");
-  if (format == Format::parquet && !to_file)
+  if (format == Format::parquet && !args.has("--out"))
     throw Error("--format parquet needs --out FILE",
                 "parquet is a binary file, not for a terminal: e.g. --out runs.parquet");
-  // Before anything is read: a path that cannot be written fails at once.
-  if (to_file) check_output_path(out);
+  // Before anything is read: a path that cannot be written, or that is not
+  // runner's to replace, fails at once (output_path.hpp).
+  OutputUse use;
+  use.option = "--out";
+  use.example = "out." + format_text;
+  use.what = "parquet";
+  use.standard_output = format != Format::parquet;
+  const bool to_file = args.has("--out") && check_output(out, use) == OutputTarget::file;
 
   const store::Store db = store::Store::open_read_only(global.db);
   Side selected = select_all(db, args.positionals, RunFilter::all);
@@ -86,7 +92,10 @@ Command export_command() {
        false},
       {"--format", "FORMAT", "csv (default), json (an array of records) or parquet (needs --out)",
        false},
-      {"--out", "FILE", "write to FILE, whole or not at all (default: standard output)", false},
+      {"--out", "FILE",
+       "write to FILE, whole or not at all; a new path or a regular file, - for standard "
+       "output (the default)",
+       false},
   };
   def.details =
       "SELECTORs are RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME; every\n"

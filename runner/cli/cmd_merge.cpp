@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "table.hpp"
 #include "runner/common/error.hpp"
+#include "runner/common/output_path.hpp"
 #include "runner/store/store.hpp"
 
 namespace runner::cli {
@@ -43,6 +44,15 @@ int handle_merge(const Args& args, const Global& /*global*/) {
     throw Error("runner merge: missing --into OUT", std::string("usage: ") + kUsage);
   const fs::path into = args.get("--into");
   const std::vector<fs::path> inputs(args.positionals.begin(), args.positionals.end());
+  // A store is a regular file: SQLite would follow a symbolic link and write
+  // its target, or wait on a FIFO (output_path.hpp). Before any input is read.
+  OutputUse use;
+  use.option = "--into";
+  use.example = "all.db";
+  use.what = "a database";
+  use.standard_output = false;
+  use.probe_folder = false;  // Store::check_writable below, with the store's own message
+  (void)check_output(into, use);
 
   // Everything about the inputs is checked before the output is touched.
   // Each is opened read-only once here (a missing, foreign or too new file
@@ -109,7 +119,9 @@ Command merge_command() {
   def.usage = kUsage;
   def.positionals = {"DB"};
   def.variadic = true;
-  def.options = {{"--into", "OUT", "the database to merge into (created if absent)", false}};
+  def.options = {{"--into", "OUT",
+                  "the database to merge into (created if absent): a new path or a regular file",
+                  false}};
   def.details =
       "Copies every experiment, trial, fingerprint and run of each DB into OUT.\n"
       "Experiments (name + source text), trials (experiment + identity) and\n"

@@ -13,6 +13,7 @@
 #include "runner/common/error.hpp"
 #include "runner/common/files.hpp"
 #include "runner/common/json.hpp"
+#include "runner/common/output_path.hpp"
 #include "runner/common/run_kind.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/store/store.hpp"
@@ -157,8 +158,12 @@ int handle_report(const Args& args, const Global& global) {
   const std::string by = by_option(args);
   const std::optional<double> margin = margin_option(args);
   const std::filesystem::path out = args.get("--out", "report.html");
-  // Before any work: a report that cannot be written is not made.
-  check_output_path(out);
+  // Before any work: a report that cannot be written, or whose path is not
+  // runner's to replace, is not made (output_path.hpp).
+  OutputUse use;
+  use.option = "--out";
+  use.example = "report.html";
+  const bool to_file = check_output(out, use) == OutputTarget::file;
   const store::Store db = store::Store::open_read_only(global.db);
 
   ReportInput in;
@@ -183,6 +188,12 @@ int handle_report(const Args& args, const Global& global) {
   in.history = history_of(db, in.runs);
 
   const std::string page = render_report(in);
+  if (!to_file) {
+    std::cout << page;
+    std::cout.flush();
+    if (!std::cout) throw Error("cannot write the report to standard output", {}, ErrorKind::run);
+    return kExitOk;
+  }
   write_file_atomically(out, page);
   std::cout << "wrote " << out.string() << " (" << format_number(static_cast<double>(page.size()) / 1e6)
             << " MB): " << in.runs.size() << " run(s)"
@@ -200,7 +211,10 @@ Command report_command() {
   def.positionals = {"SELECTOR"};
   def.variadic = true;
   def.options = {
-      {"--out", "FILE", "where to write the page (default report.html; replaced whole)", false}};
+      {"--out", "FILE",
+       "where to write the page (default report.html): a new path or a regular file, replaced "
+       "whole; - for standard output",
+       false}};
   for (OptionDef& option : side_options()) def.options.push_back(std::move(option));
   def.details =
       "SELECTOR is RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME, as for compare;\n"

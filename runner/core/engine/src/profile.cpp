@@ -17,6 +17,8 @@
 #include <utility>
 
 #include "runner/common/error.hpp"
+#include "runner/common/files.hpp"
+#include "runner/common/output_path.hpp"
 #include "runner/common/sha256.hpp"
 
 namespace runner {
@@ -231,16 +233,21 @@ void StepProfiler::finish(std::int64_t done, RunOutcome& out) {
   }
   out.ops = aggregate_ops(events);
   if (trace_.empty()) return;
-  // Atomic: a reader (or a crash) never sees half a trace.
-  const fs::path partial =
-      trace_.parent_path() / ("." + trace_.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  // Atomic: a reader (or a crash) never sees half a trace. And under the
+  // output-path rule (runner/common/output_path.hpp): whatever is not a
+  // regular file at the trace's path is left as it is, the run fails.
   try {
-    result->save(partial.string());
-    if (!fs::exists(partial)) throw Error("LibTorch's profiler wrote no trace file", {}, ErrorKind::run);
-    fs::rename(partial, trace_);
+    OutputUse use;
+    use.standard_output = false;
+    refuse_non_regular(trace_, use);
+    TemporaryFile partial(trace_);
+    result->save(partial.path().string());
+    if (fs::file_size(partial.path()) == 0)
+      throw Error("LibTorch's profiler wrote no trace file", {}, ErrorKind::run);
+    partial.commit();
+  } catch (const Error& e) {  // names the path and the reason already
+    throw Error(e.what(), e.hint(), ErrorKind::run);
   } catch (const std::exception& e) {
-    std::error_code ignored;
-    fs::remove(partial, ignored);
     throw Error("cannot write the profiler trace '" + trace_.string() + "': " + e.what(), {},
                 ErrorKind::run);
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/common/error.hpp"
+#include "runner/common/output_path.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/engine/engine.hpp"
@@ -107,6 +108,21 @@ void check_before_runs_isolated(const std::vector<Trial>& trials, const PluginHo
   if (answer != "ok") rethrow_child_error(answer);
 }
 
+// train.save_to under the output-path rule (runner/common/output_path.hpp),
+// before any run: a device, FIFO, socket, directory or symbolic link where a
+// run would save its weights is refused at the key and left as it is.
+void check_save_paths(const Experiment& e) {
+  if (e.train.save_to.empty()) return;
+  OutputUse use;
+  use.option = "train.save_to";
+  use.example = "weights.safetensors";
+  use.what = "weights";
+  use.standard_output = false;
+  use.probe_folder = false;  // the run creates its folder
+  use.where = e.where_of("train.save_to");
+  for (std::int64_t r = 0; r < e.repeats; ++r) (void)check_output(e.save_path(r), use);
+}
+
 }  // namespace
 
 void load_plugins(PluginHost& host, const std::vector<fs::path>& experiment_paths,
@@ -150,6 +166,7 @@ PreparedExperiment prepare_experiment(const fs::path& file,
   p.host = std::make_unique<PluginHost>();
   load_plugins(*p.host, plugin_paths_of(*parsed), search, p.warnings);
   p.trials = expand_trials(*parsed, *p.host);
+  for (const Trial& t : p.trials) check_save_paths(t.experiment);
   std::map<std::string, std::map<std::string, std::string>> gpu_fields;  // by device.type
   for (const Trial& t : p.trials) {
     const std::string& type = t.experiment.device.type;

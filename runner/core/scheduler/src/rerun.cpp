@@ -1,12 +1,13 @@
 #include "runner/scheduler/rerun.hpp"
 
-#include <unistd.h>
+#include <stdlib.h>
 
-#include <atomic>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "runner/common/error.hpp"
+#include "runner/common/files.hpp"
 #include "runner/common/json.hpp"
 #include "runner/common/sha256.hpp"
 #include "runner/experiment/config_toml.hpp"
@@ -82,18 +83,24 @@ RerunFile::RerunFile(const store::RunDetail& run) {
                           ", is now " + now.substr(0, 12) + "; the rerun uses the current file");
   }
   const std::string text = rerun_toml(run.config_json, run.row.experiment, run.plugins);
-  // A folder of this process's own; the file name does not come from the
-  // experiment's name (which may hold anything), its text does.
-  static std::atomic<int> counter{0};
-  dir_ = fs::temp_directory_path() / ("runner-rerun-" + std::to_string(::getpid()) + "-" + id +
-                                      "-" + std::to_string(counter++));
-  fs::remove_all(dir_);
-  fs::create_directories(dir_);
+  // A folder of this process's own, made new by mkdtemp (never one that was
+  // there: a name guessed in a shared /tmp is not emptied or followed); the
+  // file name does not come from the experiment's name (which may hold
+  // anything), its text does.
+  std::string pattern = (fs::temp_directory_path() / ("runner-rerun-" + id + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw Error("cannot make a folder for the rerun file in " +
+                    fs::temp_directory_path().string() + ": " + std::strerror(errno),
+                "set TMPDIR to a folder you can write", ErrorKind::run);
+  dir_ = pattern;
   path_ = dir_ / "rerun.toml";
-  std::ofstream out(path_, std::ios::binary);
-  out << text;
-  if (!out.flush())
-    throw Error("cannot write the rerun file '" + path_.string() + "'", {}, ErrorKind::run);
+  try {
+    write_file_atomically(path_, text);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+    throw;
+  }
 }
 
 RerunFile::~RerunFile() {

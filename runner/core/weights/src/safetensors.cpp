@@ -16,6 +16,8 @@
 #include <utility>
 
 #include "runner/common/error.hpp"
+#include "runner/common/files.hpp"
+#include "runner/common/output_path.hpp"
 #include "runner/common/strings.hpp"
 
 namespace runner::weights {
@@ -267,9 +269,14 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   std::array<char, 8> length{};
   for (std::size_t i = 0; i < 8; ++i) length[i] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
 
-  const std::filesystem::path temporary =
-      path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The output-path rule (runner/common/output_path.hpp): a device, a FIFO or
+  // a symbolic link at `path` is refused and left as it is, never renamed over.
+  OutputUse use;
+  use.example = "weights.safetensors";
+  use.standard_output = false;
+  refuse_non_regular(path, use);
+  TemporaryFile temporary(path);
+  const int fd = ::open(temporary.path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) fail(std::strerror(errno));
   const auto write_all = [&](const void* data, std::size_t size) {
     const auto* p = static_cast<const char*>(data);
@@ -284,15 +291,11 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   };
   bool ok = write_all(length.data(), length.size()) && write_all(text.data(), text.size());
   for (const TensorView& t : tensors) ok = ok && write_all(t.bytes.data(), t.bytes.size());
-  const int err = ok ? 0 : errno;
-  ok = ok && ::fsync(fd) == 0;
-  const int sync_err = ok ? 0 : (err != 0 ? err : errno);
-  ::close(fd);
-  if (!ok || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int e = ok ? errno : sync_err;
-    std::filesystem::remove(temporary);
-    fail(std::strerror(e));
-  }
+  const int err = ok ? 0 : (errno != 0 ? errno : EIO);
+  const bool closed = ::close(fd) == 0;
+  if (!ok) fail(std::strerror(err));
+  if (!closed) fail(std::strerror(errno));
+  temporary.commit();  // fsync, the rule once more, rename
 }
 
 }  // namespace runner::weights

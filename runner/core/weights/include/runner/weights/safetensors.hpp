@@ -95,7 +95,9 @@ struct TensorView {
 
 /// Writes `tensors` (names unique; each view's size must match its dtype and
 /// shape) and `metadata` to `path` through a temporary file in the same
-/// folder, renamed into place once complete. Throws runner::Error.
+/// folder, renamed into place once complete. Throws runner::Error, also when
+/// `path` is neither new nor a regular file (runner/common/output_path.hpp),
+/// which is then left as it was.
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorView>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
