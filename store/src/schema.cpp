@@ -14,22 +14,6 @@ namespace {
 
 constexpr const char* kWritableHint = "choose a writable path with --db PATH or RUNNER_DB";
 
-bool has_user_objects(sqlite3* db) {
-  Statement stmt(db, "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'");
-  return stmt.step() && stmt.int64(0) > 0;
-}
-
-Error newer_schema_error(const std::filesystem::path& path, int version) {
-  return Error("database " + quoted(path) + " has schema version " + std::to_string(version) +
-                   ", newer than this runner supports (" + std::to_string(kSchemaVersion) + ")",
-               "upgrade runner, or use another database with --db");
-}
-
-Error foreign_file_error(const std::filesystem::path& path, const std::string& reason) {
-  return Error(quoted(path) + " is not a runner database: " + reason,
-               "choose another file with --db PATH or RUNNER_DB");
-}
-
 /// Switches foreign key enforcement off for its lifetime and restores it.
 /// Migration steps rebuild tables; with enforcement on, DROP TABLE of the old
 /// copy would cascade-delete every row that refers to it. The pragma is a
@@ -83,12 +67,7 @@ int read_user_version(sqlite3* db) {
 }
 
 void migrate(sqlite3* db, const std::filesystem::path& path) {
-  int version = read_user_version(db);
-  if (version > kSchemaVersion) throw newer_schema_error(path, version);
-  if (version < 0)
-    throw foreign_file_error(path, "its schema version is " + std::to_string(version));
-  if (version == 0 && has_user_objects(db))
-    throw foreign_file_error(path, "it has tables but no runner schema version");
+  int version = identify(db, path).version;
   if (version == kSchemaVersion) return;
   const ForeignKeysOff foreign_keys_off(db);
   while (version < kSchemaVersion) {
@@ -121,15 +100,11 @@ Connection open_checked_read_only(const std::filesystem::path& path, int& versio
   try {
     db = open_connection(path, SQLITE_OPEN_READONLY);
     exec(db.get(), "PRAGMA busy_timeout = 5000");
-    version = read_user_version(db.get());
-    if (version > kSchemaVersion) throw newer_schema_error(path, version);
-    if (version < 0)
-      throw foreign_file_error(path, "its schema version is " + std::to_string(version));
-    if (version == 0) {
-      const bool has_objects = has_user_objects(db.get());
-      if (!has_objects && empty == EmptyFile::none) return {};
-      throw foreign_file_error(path, has_objects ? "it has tables but no runner schema version"
-                                         : "it is empty");
+    const Identity identity = identify(db.get(), path);
+    version = identity.version;
+    if (identity.empty) {
+      if (empty == EmptyFile::none) return {};
+      throw foreign_file_error(path, "it is empty");
     }
   } catch (const SqliteError& e) {
     throw_open_error(path, e, true);
@@ -217,19 +192,14 @@ Store Store::open(const std::filesystem::path& path) {
   // SQLite's "unable to open database file".
   check_writable(path);
   // A file that already holds something is identified read-only before it is
-  // opened for writing: switching to WAL would change another application's
-  // file (its header's bytes 18 and 19) before migrate() could refuse it.
+  // opened for writing, whatever its user_version: switching to WAL would
+  // change another application's file (its header's bytes 18 and 19) before
+  // migrate() could refuse it.
   if (struct stat info {}; ::stat(path.c_str(), &info) == 0 && info.st_size > 0) {
-    int version = 0;
     try {
       const Connection probe = detail::open_connection(path, SQLITE_OPEN_READONLY);
       detail::exec(probe.get(), "PRAGMA busy_timeout = 5000");
-      version = detail::read_user_version(probe.get());
-      if (version > kSchemaVersion) throw detail::newer_schema_error(path, version);
-      if (version < 0)
-        throw detail::foreign_file_error(path, "its schema version is " + std::to_string(version));
-      if (version == 0 && detail::has_user_objects(probe.get()))
-        throw detail::foreign_file_error(path, "it has tables but no runner schema version");
+      static_cast<void>(detail::identify(probe.get(), path));
     } catch (const detail::SqliteError& e) {
       detail::throw_open_error(path, e, false);
     }

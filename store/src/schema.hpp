@@ -44,6 +44,25 @@ namespace runner::store::detail {
 /// runner::Error for a newer or foreign file (`path` names it).
 void migrate(sqlite3* db, const std::filesystem::path& path);
 
+/// What a file that SQLite can open turned out to be.
+struct Identity {
+  int version = 0;     ///< its schema version (0: nothing yet)
+  bool empty = false;  ///< no schema version and no tables: a store not yet created
+};
+
+/// Identifies the file behind `db` (a connection that has written nothing)
+/// as a runner database of a version this runner reads, or an empty file.
+/// Throws runner::Error for a newer version or for another application's
+/// file: a schema version outside 1..kSchemaVersion, or tables and columns
+/// other than exactly those of runner's schema at that version.
+[[nodiscard]] Identity identify(sqlite3* db, const std::filesystem::path& path);
+
+/// The error for a file of a schema version newer than kSchemaVersion.
+[[nodiscard]] Error newer_schema_error(const std::filesystem::path& path, int version);
+/// The error for a file that is not a runner database, saying why.
+[[nodiscard]] Error foreign_file_error(const std::filesystem::path& path,
+                                       const std::string& reason);
+
 /// What opening read-only does with a file that holds nothing yet (no
 /// schema version, no tables): refuse it as "empty", or give no connection
 /// (another runner may be creating the database at this moment).

@@ -12,6 +12,7 @@
 #include "runner/store/store.hpp"
 #include "runner/version.hpp"
 #include "support/cli_harness.hpp"
+#include "support/foreign_sqlite.hpp"
 #include "support/python_oracle.hpp"
 
 namespace fs = std::filesystem;
@@ -296,6 +297,26 @@ TEST_F(BadInputTest, AForeignDatabaseIsRefusedAndLeftByteForByte) {
                        "' is not a runner database: it has tables but no runner schema version\n"
                        "hint: choose another file with --db PATH or RUNNER_DB\n");
   EXPECT_EQ(runner::test::slurp(db_), before);
+}
+
+TEST_F(BadInputTest, AForeignExperimentsTableIsRefusedAtEveryVersionAndLeftByteForByte) {
+  // issue 30 item 2: user_version 1, 2 and 11 used to pass the read-only
+  // check and be switched to WAL before being refused (11 with exit 1).
+  const fs::path file = write("small.toml", kSmallTrain);
+  for (const long long version : runner::test::foreign_user_versions()) {
+    runner::test::write_foreign_sqlite(db_, version);
+    const std::string before = runner::test::slurp(db_);
+    const Result r = runner("run " + file.string() + " " + db_arg());
+    EXPECT_EQ(r.code, 2) << version;
+    const std::string hint = version > runner::store::kSchemaVersion
+                                 ? "upgrade runner, or use another database with --db"
+                                 : "choose another file with --db PATH or RUNNER_DB";
+    EXPECT_EQ(r.err, "error: " + runner::test::foreign_refusal(db_, version) + "\nhint: " + hint +
+                         "\n");
+    EXPECT_EQ(runner::test::slurp(db_), before) << version;
+    EXPECT_FALSE(fs::exists(db_.string() + "-wal")) << version;
+    EXPECT_FALSE(fs::exists(db_.string() + "-shm")) << version;
+  }
 }
 
 TEST_F(BadInputTest, AnEmptyDatabasePathIsRefusedBeforeAnythingRuns) {

@@ -9,6 +9,7 @@
 
 #include "runner/store/store.hpp"
 #include "support/cli_harness.hpp"
+#include "support/foreign_sqlite.hpp"
 
 namespace fs = std::filesystem;
 
@@ -156,6 +157,23 @@ TEST_F(MergeCliTest, AForeignTargetIsRefusedAndLeftByteForByte) {
                 "' is not a runner database: it has tables but no runner schema version");
   EXPECT_EQ(slurp(all_), before);
   EXPECT_FALSE(fs::exists(all_.string() + "-wal"));
+}
+
+TEST_F(MergeCliTest, AForeignTargetIsRefusedAtEveryVersionAndLeftByteForByte) {
+  // issue 30 item 2: a foreign `experiments` table at any user_version.
+  write_shard(a_, {"t1"});
+  for (const long long version : runner::test::foreign_user_versions()) {
+    runner::test::write_foreign_sqlite(all_, version);
+    const std::string before = slurp(all_);
+    const Result r = runner("merge " + a_.string() + " --into " + all_.string());
+    EXPECT_EQ(r.code, 2) << version;
+    EXPECT_EQ(r.out, "") << version;
+    EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+              "error: " + runner::test::foreign_refusal(all_, version));
+    EXPECT_EQ(slurp(all_), before) << version;
+    EXPECT_FALSE(fs::exists(all_.string() + "-wal")) << version;
+    EXPECT_FALSE(fs::exists(all_.string() + "-shm")) << version;
+  }
 }
 
 TEST_F(MergeCliTest, MergingADatabaseIntoItselfIsAnError) {
