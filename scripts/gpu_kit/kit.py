@@ -115,8 +115,9 @@ def median(values):
 
 def by_key(runs, metrics, key, metric):
     """{value of KEY: median of METRIC over its runs}."""
+    from checks import value_of
     groups = {}
     for r in runs:
         value = metrics.get(r["run_id"], {}).get(metric)
-        groups.setdefault(str(r.get(key)), []).append(value)
+        groups.setdefault(value_of(r, key), []).append(value)
     return {k: median(v) for k, v in groups.items()}
