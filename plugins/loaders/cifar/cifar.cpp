@@ -11,10 +11,11 @@
 
 #include "../common/mapped_file.hpp"
 #include "../common/records.hpp"
+#include "../common/formats/record_files.hpp"
 
 namespace {
 
-constexpr std::int64_t kPixels = 3 * 32 * 32;
+constexpr std::int64_t kPixels = runner_loaders::kCifarPixels;
 
 struct CifarOptions {
   std::string path;
@@ -40,22 +41,12 @@ class Cifar final : public runner::Loader {
     if (o.variant == "cifar10" && o.labels == "coarse")
       throw runner::OptionError("labels", "CIFAR-10 has one label per image; \"coarse\" is "
                                           "CIFAR-100's (variant = \"cifar100\")");
-    const std::int64_t record = label_bytes_ + kPixels;
     for (const std::string& name : file_names(o, context.split)) {
       Part part{runner_loaders::MappedFile(o.path + "/" + name, option_of(o, context.split)), 0,
                 size_};
-      const auto bytes = static_cast<std::int64_t>(part.file.size());
-      if (bytes == 0) throw runner::DataError("'" + part.file.path() + "' is empty");
-      if (bytes % record != 0)
-        throw runner::DataError("'" + part.file.path() + "' is truncated: " +
-                                std::to_string(bytes) + " bytes is not a whole number of " +
-                                std::to_string(record) + "-byte records (" +
-                                std::to_string(bytes / record) + " whole, " +
-                                std::to_string(bytes % record) + " bytes over)");
-      part.records = bytes / record;
-      const std::uint8_t* data = part.file.data();
-      runner_loaders::check_labels(part.file.path(), part.records, classes_, label_offset_, record,
-                                    [&](std::int64_t r) { return data[r * record + label_offset_]; });
+      part.records = runner_loaders::check_cifar_file(part.file.data(), part.file.size(),
+                                                      label_bytes_, label_offset_, classes_,
+                                                      part.file.path());
       part.file.advise_random();
       size_ += part.records;
       parts_.push_back(std::move(part));

@@ -12,26 +12,12 @@
 
 #include <runner/loader.hpp>
 
+#include "formats/labels.hpp"
+
 namespace runner_loaders {
 
 using runner::Batch;
 using runner::DataError;
-
-/// Throws DataError when a label (one integer per record, at `first_offset`
-/// + record x `stride` bytes of `file`, read by `label_at`) is outside
-/// [0, classes).
-template <typename LabelAt>
-void check_labels(const std::string& file, std::int64_t records, std::int64_t classes,
-                  std::int64_t first_offset, std::int64_t stride, LabelAt label_at) {
-  for (std::int64_t r = 0; r < records; ++r) {
-    const std::int64_t label = label_at(r);
-    if (label < 0 || label >= classes)
-      throw DataError("'" + file + "': record " + std::to_string(r) + " (byte " +
-                      std::to_string(first_offset + r * stride) + "): label " +
-                      std::to_string(label) + " is outside the " + std::to_string(classes) +
-                      " classes");
-  }
-}
 
 /// Throws DataError when `index` is not a sample of a data set of `size`.
 inline void check_index(std::int64_t index, std::int64_t size) {

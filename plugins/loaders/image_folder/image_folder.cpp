@@ -5,25 +5,19 @@
 // torchvision's Resize(int) on tensors), a JPEG first decoded at the
 // smallest DCT scale (1/8 steps) that stays at least that size, which skips
 // most of the decoding work; crop then takes the center.
-#include <cstddef>
-#include <cstdio>
-// jpeglib.h uses size_t and FILE without including their headers.
-#include <jpeglib.h>
-// jerror.h after jpeglib.h: the message codes (JWRN_JPEG_EOF).
-#include <jerror.h>
-#include <png.h>
 #include <ATen/ops/_upsample_bilinear2d_aa.h>
 
 #include <runner/sdk.hpp>
 
 #include <algorithm>
-#include <csetjmp>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "../common/formats/image_decode.hpp"
 
 namespace {
 
@@ -36,14 +30,8 @@ struct ImageFolderOptions {
   std::int64_t channels = 3;
 };
 
-enum class Format { jpeg, png, other };
-
-Format sniff(const std::uint8_t* b, std::size_t n) {
-  static const std::uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
-  if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) return Format::jpeg;
-  if (n >= 8 && std::memcmp(b, png, 8) == 0) return Format::png;
-  return Format::other;
-}
+using runner_loaders::ImageFormat;
+using runner_loaders::sniff_image;
 
 std::vector<std::uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -53,69 +41,6 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
   if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
     throw runner::SampleError("cannot read '" + path + "'");
   return bytes;
-}
-
-// libjpeg reports errors through a callback that must not return: it jumps
-// back to decode_jpeg's setjmp with the message. Everything the decoder
-// touches lives in this struct, outside the jumping frame.
-struct JpegJob {
-  jpeg_decompress_struct info{};
-  jpeg_error_mgr errors{};
-  std::jmp_buf jump{};
-  char message[JMSG_LENGTH_MAX] = {};
-  torch::Tensor pixels;  // uint8 [H, W, C], decoded into directly
-  int width = 0, height = 0, components = 0;
-};
-
-void jpeg_fail(j_common_ptr info) {
-  auto* job = reinterpret_cast<JpegJob*>(info->client_data);
-  (*info->err->format_message)(info, job->message);
-  std::longjmp(job->jump, 1);
-}
-// Warnings (extraneous bytes, a corrupt segment) are not errors, as for PIL,
-// except a file that ends early: libjpeg would fill the rest with grey and
-// carry on, where PIL refuses it as truncated. So does this loader.
-void jpeg_warning(j_common_ptr info, int level) {
-  if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF) jpeg_fail(info);
-}
-
-// Decodes into job->pixels; false (with job->message) on a corrupt file.
-// (job->pixels is a member, not a local: longjmp skips no destructor.)
-bool decode_jpeg(const std::vector<std::uint8_t>& data, int channels, int short_side, JpegJob* job) {
-  job->info.err = jpeg_std_error(&job->errors);
-  job->errors.error_exit = jpeg_fail;
-  job->errors.emit_message = jpeg_warning;
-  job->info.client_data = job;
-  if (setjmp(job->jump) != 0) {
-    jpeg_destroy_decompress(&job->info);
-    return false;
-  }
-  jpeg_create_decompress(&job->info);
-  jpeg_mem_src(&job->info, data.data(), static_cast<unsigned long>(data.size()));
-  jpeg_read_header(&job->info, TRUE);
-  job->info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  if (short_side > 0) {
-    // The smallest scale m/8 whose shorter side is still >= short_side.
-    const unsigned shorter = std::min(job->info.image_width, job->info.image_height);
-    unsigned m = 8;
-    while (m > 1 && (shorter * (m - 1) + 7) / 8 >= static_cast<unsigned>(short_side)) --m;
-    job->info.scale_num = m;
-    job->info.scale_denom = 8;
-  }
-  jpeg_start_decompress(&job->info);
-  job->width = static_cast<int>(job->info.output_width);
-  job->height = static_cast<int>(job->info.output_height);
-  job->components = job->info.output_components;
-  const std::size_t row = static_cast<std::size_t>(job->width) * job->components;
-  job->pixels = torch::empty({job->height, job->width, job->components}, torch::kUInt8);
-  auto* pixels = job->pixels.data_ptr<std::uint8_t>();
-  while (job->info.output_scanline < job->info.output_height) {
-    JSAMPROW line = pixels + row * job->info.output_scanline;
-    jpeg_read_scanlines(&job->info, &line, 1);
-  }
-  jpeg_finish_decompress(&job->info);
-  jpeg_destroy_decompress(&job->info);
-  return true;
 }
 
 // ITU-R BT.601 luma of uint8 RGB [3, H, W] as uint8 [1, H, W], in 16-bit
@@ -135,35 +60,18 @@ struct Decoded {
 
 Decoded decode(const std::string& path, int channels, int short_side) {
   const std::vector<std::uint8_t> data = read_file(path);
-  switch (sniff(data.data(), data.size())) {
-    case Format::jpeg: {
-      auto job = std::make_unique<JpegJob>();
-      if (!decode_jpeg(data, channels, short_side, job.get()))
-        throw runner::SampleError("'" + path + "' is not a readable JPEG: " + job->message);
-      return {job->pixels.permute({2, 0, 1}),  // a view: copied once, into the batch
-              job->info.image_height, job->info.image_width,
-              static_cast<double>(job->info.scale_num) / job->info.scale_denom};
-    }
-    case Format::png: {
-      png_image image{};
-      image.version = PNG_IMAGE_VERSION;
-      if (png_image_begin_read_from_memory(&image, data.data(), data.size()) == 0)
-        throw runner::SampleError("'" + path + "' is not a readable PNG: " + image.message);
-      // Always RGB: libpng's own grayscale conversion works in linear light,
-      // tens of levels from the luma PIL and torchvision compute.
-      image.format = PNG_FORMAT_RGB;
-      torch::Tensor hwc = torch::empty({image.height, image.width, 3}, torch::kUInt8);
-      if (png_image_finish_read(&image, nullptr, hwc.data_ptr(), 0, nullptr) == 0) {
-        const std::string message = image.message;
-        png_image_free(&image);
-        throw runner::SampleError("'" + path + "' is not a readable PNG: " + message);
-      }
-      torch::Tensor chw = hwc.permute({2, 0, 1});
-      return {channels == 1 ? luma(chw) : chw, image.height, image.width, 1.0};
-    }
-    case Format::other: break;
-  }
-  throw runner::SampleError("'" + path + "' is neither a JPEG nor a PNG");
+  torch::Tensor hwc;  // decoded into directly
+  const runner_loaders::DecodedImage image = runner_loaders::decode_image(
+      data.data(), data.size(), channels, short_side,
+      [&](int height, int width, int components) {
+        hwc = torch::empty({height, width, components}, torch::kUInt8);
+        return hwc.data_ptr<std::uint8_t>();
+      },
+      path);
+  torch::Tensor chw = hwc.permute({2, 0, 1});  // a view: copied once, into the batch
+  // A PNG is always decoded to RGB (see image_decode.cpp).
+  if (channels == 1 && image.channels == 3) chw = luma(chw);
+  return {chw, image.file_height, image.file_width, image.scale};
 }
 
 class ImageFolder final : public runner::Loader {
@@ -255,7 +163,7 @@ class ImageFolder final : public runner::Loader {
     std::uint8_t head[8] = {};
     std::ifstream in(file, std::ios::binary);
     in.read(reinterpret_cast<char*>(head), sizeof head);
-    return sniff(head, static_cast<std::size_t>(in.gcount())) != Format::other;
+    return sniff_image(head, static_cast<std::size_t>(in.gcount())) != ImageFormat::other;
   }
 
   void check_same_classes(const std::string& train_root, const std::string& root) const {

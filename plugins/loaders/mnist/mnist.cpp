@@ -5,7 +5,6 @@
 // cols], labels [n]. Samples are uint8 [1, rows, cols].
 #include <runner/sdk.hpp>
 
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -13,6 +12,7 @@
 
 #include "../common/mapped_file.hpp"
 #include "../common/records.hpp"
+#include "../common/formats/idx_header.hpp"
 
 namespace {
 
@@ -34,36 +34,11 @@ Idx open_idx(const std::string& folder, const std::string& name, std::size_t dim
   if (!std::filesystem::exists(path) && std::filesystem::exists(path + ".gz"))
     throw runner::OptionError("path", "'" + path + "' is missing, but '" + name +
                                           ".gz' is there: decompress it with gunzip");
-  Idx idx{runner_loaders::MappedFile(path, "path"), {}, 4 + 4 * dims};
-  const std::uint8_t* b = idx.file.data();
-  const std::size_t size = idx.file.size();
-  if (size < 4 || b[0] != 0 || b[1] != 0)
-    throw runner::DataError("'" + path + "' is not an IDX file: it does not start with two zero bytes");
-  if (b[2] != 0x08) {
-    char code[8];
-    std::snprintf(code, sizeof code, "0x%02x", b[2]);
-    throw runner::DataError("'" + path + "': byte 2: IDX type code " + code +
-                            " is not 0x08 (unsigned bytes), the only type MNIST files use");
-  }
-  if (b[3] != dims)
-    throw runner::DataError("'" + path + "': byte 3: " + std::to_string(b[3]) +
-                            " dimensions, expected " + std::to_string(dims));
-  if (size < idx.header)
-    throw runner::DataError("'" + path + "' is truncated inside its header (" +
-                            std::to_string(size) + " bytes)");
-  std::int64_t need = 1;
-  std::string text;
-  for (std::size_t d = 0; d < dims; ++d) {
-    const std::uint8_t* p = b + 4 + 4 * d;
-    const std::int64_t n = (std::int64_t{p[0]} << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
-    idx.shape.push_back(n);
-    need *= n;
-    text += (d ? "x" : "") + std::to_string(n);
-  }
-  if (need < 1 || static_cast<std::size_t>(need) != size - idx.header)
-    throw runner::DataError("'" + path + "': dimensions " + text + " need " +
-                            std::to_string(need + static_cast<std::int64_t>(idx.header)) +
-                            " bytes, the file has " + std::to_string(size));
+  Idx idx{runner_loaders::MappedFile(path, "path"), {}, 0};
+  runner_loaders::IdxHeader header =
+      runner_loaders::parse_idx_header(idx.file.data(), idx.file.size(), dims, path);
+  idx.shape = std::move(header.shape);
+  idx.header = header.data;
   idx.file.advise_random();
   return idx;
 }

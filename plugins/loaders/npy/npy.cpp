@@ -15,6 +15,7 @@
 
 #include "../common/mapped_file.hpp"
 #include "../common/records.hpp"
+#include "../common/formats/npy_header.hpp"
 
 namespace {
 
@@ -23,18 +24,19 @@ struct NpyOptions {
   std::int64_t classes = 0;
 };
 
+// The torch dtype of each .npy dtype the header parser accepts.
+torch::ScalarType scalar_type(const std::string& descr) {
+  static const std::map<std::string, torch::ScalarType> all{
+      {"|u1", torch::kUInt8}, {"|i1", torch::kInt8},     {"<i2", torch::kInt16},
+      {"<i4", torch::kInt32}, {"<i8", torch::kInt64},    {"<f4", torch::kFloat32},
+      {"<f8", torch::kFloat64}, {"|b1", torch::kBool}};
+  return all.at(descr);
+}
+
 struct Dtype {
   torch::ScalarType type;
   std::size_t size;
 };
-
-const std::map<std::string, Dtype>& dtypes() {
-  static const std::map<std::string, Dtype> all{
-      {"|u1", {torch::kUInt8, 1}}, {"|i1", {torch::kInt8, 1}},  {"<i2", {torch::kInt16, 2}},
-      {"<i4", {torch::kInt32, 4}}, {"<i8", {torch::kInt64, 8}}, {"<f4", {torch::kFloat32, 4}},
-      {"<f8", {torch::kFloat64, 8}}, {"|b1", {torch::kBool, 1}}};
-  return all;
-}
 
 // A mapped .npy file: its dtype, shape and where the data starts.
 struct Array {
@@ -49,83 +51,12 @@ struct Array {
   }
 };
 
-// The text after `'key':` in a header dict, trimmed of spaces.
-std::string field(const std::string& header, const std::string& key, const std::string& path) {
-  const auto at = header.find("'" + key + "'");
-  if (at == std::string::npos)
-    throw runner::DataError("'" + path + "': the .npy header has no '" + key + "'");
-  auto p = header.find(':', at);
-  while (p + 1 < header.size() && header[p + 1] == ' ') ++p;
-  return header.substr(p + 1);
-}
-
 Array open_npy(const std::string& path, const std::string& option) {
   Array a{runner_loaders::MappedFile(path, option), {}, {}, 0};
-  const std::uint8_t* b = a.file.data();
-  const std::size_t size = a.file.size();
-  if (size < 10 || std::memcmp(b, "\x93NUMPY", 6) != 0)
-    throw runner::DataError("'" + path + "' is not a .npy file: it does not start with \\x93NUMPY");
-  const int major = b[6];
-  if (major < 1 || major > 3)
-    throw runner::DataError("'" + path + "': .npy format version " + std::to_string(major) +
-                            " is not 1, 2 or 3");
-  std::size_t length = b[8] | (b[9] << 8);
-  std::size_t start = 10;
-  if (major >= 2) {
-    if (size < 12) throw runner::DataError("'" + path + "' is truncated inside its header");
-    length |= (static_cast<std::size_t>(b[10]) << 16) | (static_cast<std::size_t>(b[11]) << 24);
-    start = 12;
-  }
-  if (start + length > size) throw runner::DataError("'" + path + "' is truncated inside its header");
-  const std::string header(reinterpret_cast<const char*>(b) + start, length);
-  a.data = start + length;
-
-  const std::string descr_text = field(header, "descr", path);
-  const std::string descr = descr_text.substr(1, descr_text.find('\'', 1) - 1);
-  const auto found = dtypes().find(descr);
-  if (found == dtypes().end()) {
-    std::string supported;
-    for (const auto& [name, _] : dtypes()) supported += (supported.empty() ? "" : ", ") + name;
-    throw runner::DataError("'" + path + "': dtype '" + descr + "' is not supported; supported: " +
-                            supported);
-  }
-  a.dtype = found->second;
-  if (field(header, "fortran_order", path).rfind("True", 0) == 0)
-    throw runner::DataError("'" + path + "' is in Fortran order; save it with "
-                            "np.save(path, np.ascontiguousarray(array))");
-  const std::string shape_text = field(header, "shape", path);
-  const auto bad_shape = [&] {
-    return runner::DataError("'" + path + "': the header's shape " +
-                             shape_text.substr(0, shape_text.find(')') + 1) +
-                             " is not a tuple of sizes");
-  };
-  if (shape_text.empty() || shape_text[0] != '(') throw bad_shape();
-  std::size_t p = 1;
-  for (;;) {
-    while (p < shape_text.size() && (shape_text[p] == ' ' || shape_text[p] == ',')) ++p;
-    if (p >= shape_text.size()) throw bad_shape();
-    if (shape_text[p] == ')') break;
-    std::int64_t dim = -1;
-    const auto [end, ec] =
-        std::from_chars(shape_text.data() + p, shape_text.data() + shape_text.size(), dim);
-    if (ec != std::errc() || dim < 0) throw bad_shape();
-    a.shape.push_back(dim);
-    p = static_cast<std::size_t>(end - shape_text.data());
-  }
-  if (a.shape.empty())
-    throw runner::DataError("'" + path + "' holds a scalar; it needs one row per sample");
-  // The bytes the shape needs, compared without overflowing (a hostile header
-  // can name sizes whose product wraps around).
-  const std::size_t have = size - a.data;
-  std::size_t need = a.dtype.size;
-  bool too_big = false;
-  for (const std::int64_t dim : a.shape)
-    too_big = too_big || __builtin_mul_overflow(need, static_cast<std::size_t>(dim), &need);
-  if (too_big || need != have)
-    throw runner::DataError("'" + path + "': shape " + shape_text.substr(0, shape_text.find(')') + 1) +
-                            " needs " + (too_big ? std::string("more than 2^64") : std::to_string(need)) +
-                            " bytes of data after the " + std::to_string(a.data) +
-                            "-byte header, the file has " + std::to_string(have));
+  runner_loaders::NpyHeader header = runner_loaders::parse_npy_header(a.file.data(), a.file.size(), path);
+  a.dtype = Dtype{scalar_type(header.descr), header.item_size};
+  a.shape = std::move(header.shape);
+  a.data = header.data;
   a.file.advise_random();
   return a;
 }

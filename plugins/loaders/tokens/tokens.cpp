@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../common/mapped_file.hpp"
+#include "../common/formats/record_files.hpp"
 
 namespace {
 
@@ -31,13 +32,7 @@ struct TokensOptions {
   std::string mode = "random";
 };
 
-// The token at `i` of a little-endian file of `width`-byte ids.
-std::int64_t token_at(const std::uint8_t* data, std::int64_t width, std::int64_t i) {
-  const std::uint8_t* p = data + i * width;
-  std::int64_t v = 0;
-  for (std::int64_t b = width - 1; b >= 0; --b) v = (v << 8) | p[b];
-  return v;
-}
+using runner_loaders::token_at;
 
 class Tokens final : public runner::Loader {
  public:
@@ -48,13 +43,8 @@ class Tokens final : public runner::Loader {
         vocab_(o.vocab),
         stride_(o.stride > 0 ? o.stride : o.seq_len),
         stream_(o.mode == "stream") {
-    const auto bytes = static_cast<std::int64_t>(file_.size());
-    if (bytes % width_ != 0)
-      throw runner::DataError("'" + o.path + "': " + std::to_string(bytes) +
-                              " bytes is not a whole number of " + std::to_string(width_) +
-                              "-byte tokens (dtype = \"" + o.dtype + "\")");
-    const std::int64_t total = bytes / width_;
-    check_vocabulary(o.path, total);
+    const std::int64_t total = runner_loaders::check_token_file(file_.data(), file_.size(), width_,
+                                                                vocab_, o.dtype, o.path);
     const std::int64_t eval_tokens =
         static_cast<std::int64_t>(static_cast<double>(total) * o.eval_fraction);
     const bool train = context.split == runner::Split::train;
@@ -148,22 +138,6 @@ class Tokens final : public runner::Loader {
     std::int64_t base_ = 0;
     std::int64_t window_ = 0;
   };
-
-  // Every token must be below vocab: the first that is not is named.
-  void check_vocabulary(const std::string& path, std::int64_t total) const {
-    constexpr std::int64_t kChunk = 1 << 16;
-    for (std::int64_t start = 0; start < total; start += kChunk) {
-      const std::int64_t end = std::min(total, start + kChunk);
-      std::int64_t most = 0;
-      for (std::int64_t i = start; i < end; ++i) most = std::max(most, token_at(file_.data(), width_, i));
-      if (most < vocab_) continue;
-      for (std::int64_t i = start; i < end; ++i)
-        if (const std::int64_t t = token_at(file_.data(), width_, i); t >= vocab_)
-          throw runner::DataError("'" + path + "': token " + std::to_string(i) + " (byte " +
-                                  std::to_string(i * width_) + ") is " + std::to_string(t) +
-                                  ", outside the vocabulary of " + std::to_string(vocab_));
-    }
-  }
 
   runner_loaders::MappedFile file_;
   std::int64_t width_, seq_len_, vocab_, stride_;

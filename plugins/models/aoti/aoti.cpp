@@ -48,6 +48,10 @@ class Aoti final : public runner::Model {
  public:
   Aoti(const AotiOptions& o, const runner::ModelContext& context) : device_(context.device) {
     const std::string what = "the package '" + o.package + "'";
+    // The package's directory and metadata are read and checked by runner's
+    // own reader (fuzzed) before LibTorch sees the file.
+    (void)runner_models::exported::read_archive_metadata(
+        o.package, runner_models::exported::ArchiveKind::aoti, o.model_name, "package", what);
     std::unordered_map<std::string, std::string> stored;
     try {
       stored = torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(o.package,

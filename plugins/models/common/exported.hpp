@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "formats/export_meta.hpp"
+
 namespace runner_models::exported {
 
 /// A model's inputs and provenance, from the exporter's runner.* keys (or
@@ -52,24 +54,7 @@ inline std::string shape_text(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
-/// "1,3,224,224" -> sizes; "" -> {}. Throws OptionError(option) when malformed.
-inline std::vector<std::int64_t> parse_sizes(const std::string& text, const std::string& key,
-                                             const std::string& option) {
-  std::vector<std::int64_t> sizes;
-  if (text.empty()) return sizes;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find(',', start), text.size());
-    std::int64_t value = 0;
-    const auto [ptr, ec] = std::from_chars(text.data() + start, text.data() + end, value);
-    if (ec != std::errc{} || ptr != text.data() + end || value < 0)
-      throw runner::OptionError(option, "its metadata key " + key + " = '" + text +
-                                            "' is not a list of sizes; export it again with runner-export");
-    sizes.push_back(value);
-    start = end + 1;
-  }
-  return sizes;
-}
+using runner_models::exported::parse_sizes;
 
 /// torch dtype of a name the exporter writes ("float32", "int64", ...).
 inline std::optional<torch::Dtype> dtype_of(const std::string& name) {
@@ -82,36 +67,21 @@ inline std::optional<torch::Dtype> dtype_of(const std::string& name) {
   return it->second;
 }
 
-/// The exporter's keys out of a file's metadata map. Keys it does not know are kept in raw.
+/// The exporter's keys out of a file's metadata map, checked
+/// (parse_meta_text). Keys it does not know are kept in raw.
 template <typename Map>
 ExportMeta parse_meta(const Map& stored, const std::string& option) {
+  const ExportMetaText text =
+      parse_meta_text(std::map<std::string, std::string>(stored.begin(), stored.end()), option);
   ExportMeta meta;
-  for (const auto& [key, value] : stored) meta.raw[key] = value;
-  const auto get = [&](const std::string& key) -> std::string {
-    const auto it = meta.raw.find(key);
-    return it == meta.raw.end() ? std::string() : it->second;
-  };
-  meta.input_shape = parse_sizes(get("runner.input_shape"), "runner.input_shape", option);
-  meta.dynamic_dims = parse_sizes(get("runner.dynamic_dims"), "runner.dynamic_dims", option);
-  const std::string dtype = get("runner.input_dtype");
-  if (!dtype.empty()) {
-    const auto known = dtype_of(dtype);
-    if (!known)
-      throw runner::OptionError(option, "its input dtype '" + dtype +
-                                            "' is not one runner can feed (float32, float64, "
-                                            "float16, bfloat16, int64, int32, uint8)");
-    meta.input_dtype = *known;
-  }
-  if (const auto high = parse_sizes(get("runner.input_high"), "runner.input_high", option);
-      !high.empty())
-    meta.input_high = high.front();
-  if (const auto n = parse_sizes(get("runner.parameters"), "runner.parameters", option); !n.empty())
-    meta.parameters = n.front();
-  meta.torch_version = get("runner.torch_version");
-  meta.device = get("runner.device");
-  if (meta.device.empty()) {  // an AOTInductor package says so itself
-    meta.device = get("AOTI_DEVICE_KEY");
-  }
+  meta.raw = text.raw;
+  meta.input_shape = text.input_shape;
+  meta.dynamic_dims = text.dynamic_dims;
+  if (!text.input_dtype.empty()) meta.input_dtype = *dtype_of(text.input_dtype);
+  meta.input_high = text.input_high;
+  meta.parameters = text.parameters;
+  meta.torch_version = text.torch_version;
+  meta.device = text.device;
   return meta;
 }
 

@@ -65,21 +65,16 @@ class TorchScript final : public runner::Model {
  public:
   TorchScript(const TorchScriptOptions& o, const runner::ModelContext& context) {
     const std::string what = "the TorchScript file '" + o.file + "'";
-    torch::jit::ExtraFilesMap extra{{"runner.json", ""}};
+    // The archive's directory and runner.json are read and checked by
+    // runner's own reader (fuzzed) before LibTorch sees the file.
+    const std::map<std::string, std::string> stored = runner_models::exported::read_archive_metadata(
+        o.file, runner_models::exported::ArchiveKind::torchscript, "", "file", what);
     try {
-      scripted_ = torch::jit::load(o.file, context.device, extra);
+      scripted_ = torch::jit::load(o.file, context.device);
     } catch (const c10::Error& e) {
       throw runner::OptionError("file", what + " is not a TorchScript module (" +
                                             runner_models::exported::first_line(e.what_without_backtrace()) +
                                             "); save one with torch.jit.save or runner-export");
-    }
-    std::map<std::string, std::string> stored;
-    if (!extra["runner.json"].empty()) {
-      const auto json = nlohmann::json::parse(extra["runner.json"], nullptr, /*allow_exceptions=*/false);
-      if (!json.is_object())
-        throw runner::OptionError("file", what + " holds a runner.json that is not a JSON object");
-      for (const auto& [key, value] : json.items())
-        if (value.is_string()) stored[key] = value.get<std::string>();
     }
     meta_ = runner_models::exported::parse_meta(stored, "file");
     // TorchScript runs any batch size: the batch dimension is always dynamic.

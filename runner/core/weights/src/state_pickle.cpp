@@ -1,4 +1,4 @@
-#include "state_pickle.hpp"
+#include "runner/weights/state_pickle.hpp"
 
 #include <algorithm>
 #include <array>

@@ -16,7 +16,8 @@
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/weights/state.hpp"
-#include "state_pickle.hpp"
+#include "runner/weights/zip_directory.hpp"
+#include "runner/weights/state_pickle.hpp"
 
 namespace runner::weights {
 namespace {
@@ -63,25 +64,29 @@ bool starts_with(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
-/// Whether the file ends with a whole zip end-of-central-directory record
-/// (its signature, 18 bytes, then a comment running exactly to the end).
-/// torch.save writes it last, so a file cut anywhere has none.
-bool has_zip_end(const fs::path& path, std::uint64_t size) {
-  constexpr std::uint64_t kRecord = 22;
-  const std::uint64_t tail = std::min<std::uint64_t>(size, kRecord + 0xFFFF);
+/// Reads and checks the archive's directory (runner's own zip reader, the
+/// one the fuzz build runs on hostile bytes) before LibTorch's reader sees
+/// the file. torch.save writes the end record last, so a file cut anywhere
+/// has none.
+void check_directory(const fs::path& path, std::uint64_t size) {
   std::ifstream in(path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(size - tail));
-  std::string bytes(static_cast<std::size_t>(tail), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(tail));
-  if (!in || tail < kRecord) return false;
-  for (std::size_t at = bytes.size() - kRecord + 1; at-- > 0;) {
-    if (bytes.compare(at, 4, "PK\x05\x06") != 0) continue;
-    const std::size_t comment = static_cast<std::uint8_t>(bytes[at + 20]) |
-                                static_cast<std::size_t>(static_cast<std::uint8_t>(bytes[at + 21]))
-                                    << 8;
-    if (at + kRecord + comment == bytes.size()) return true;
+  const ZipRead read = [&](std::uint64_t offset, std::size_t n) {
+    std::string bytes(n, '\0');
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(bytes.data(), static_cast<std::streamsize>(n));
+    bytes.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    return bytes;
+  };
+  try {
+    (void)read_zip_directory(size, read);
+  } catch (const ZipError& e) {
+    if (e.cut_short())
+      refuse(path, "its zip archive is cut short (no end record): the file was not written or "
+                   "copied completely",
+             "copy or save the file again");
+    refuse(path, e.what(), "the file is damaged or torch.save did not write it; " + kSaveHint);
   }
-  return false;
 }
 
 /// The first sentence of a LibTorch message (miniz's go on about checkpoints).
@@ -227,10 +232,7 @@ std::map<std::string, torch::Tensor> read_torch_state(const fs::path& path) {
            "format");
   if (!starts_with(opened.head, kZipMagic))
     refuse(path, "it is not a zip archive, as torch.save writes");
-  if (!has_zip_end(path, opened.size))
-    refuse(path, "its zip archive is cut short (no end record): the file was not written or "
-                 "copied completely",
-           "copy or save the file again");
+  check_directory(path, opened.size);
 
   try {
     caffe2::serialize::PyTorchStreamReader zip(path.string());

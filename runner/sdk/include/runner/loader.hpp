@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <runner/data_error.hpp>
+
 namespace runner {
 
 /// One sample: input and target (target may be undefined for unlabelled data).
@@ -62,23 +64,6 @@ struct LoaderContext {
   /// indexes them (an image folder) leaves bad ones out, counts them in
   /// skipped(), and does not throw.
   bool skip_bad_samples = false;
-};
-
-/// A loader's data is wrong: a missing file, a truncated record, a bad magic
-/// number, a label outside the classes. The message names the file and the
-/// record or byte offset. Thrown by a factory, the host reports it before
-/// any run starts (exit 2); thrown while reading, the run fails with it.
-class DataError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// One sample cannot be read (a corrupt image). With [data] on_error =
-/// "skip" the pipeline drops the sample from its batch and counts it; with
-/// "fail" (the default) the run fails with this message.
-class SampleError : public DataError {
- public:
-  using DataError::DataError;
 };
 
 /// One epoch of a streaming data set, read in order.
