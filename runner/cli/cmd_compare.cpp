@@ -318,6 +318,15 @@ int handle_compare(const Args& args, const Global& global) {
                   "usage: runner compare A B [options], or runner compare experiment:NAME --by KEY");
     a = select(db, args.positionals[0]);
     b = select(db, args.positionals[1]);
+    // Files that differ only in their name share their trials' runs.
+    const auto ids = [](const Side& side) {
+      std::set<std::int64_t> out;
+      for (const auto& run : side.runs) out.insert(run.row.id);
+      return out;
+    };
+    if (!a.runs.empty() && ids(a) == ids(b))
+      o.note = "note: " + a.name + " and " + b.name + " are the same runs: one configuration, " +
+               "run once and shared (run both files with --force for an A/A comparison)";
   }
   check_sides(a, b);
   if (o.format == "csv") std::cout << kCsvHeader;

@@ -17,6 +17,7 @@
 #include "commands.hpp"
 #include "implied_comparisons.hpp"
 #include "running.hpp"
+#include "shared_trials.hpp"
 #include "table.hpp"
 #include "trial_names.hpp"
 #include "runner/common/error.hpp"
@@ -93,10 +94,8 @@ std::string quantile_cell(const store::Summary* summary, double store::Summary::
 // place on a terminal), an error line per failed run, a table at the end.
 class PrintingObserver final : public RunObserver {
  public:
-  PrintingObserver(const PreparedExperiment& p, const Global& global)
-      : PrintingObserver(Sweep{&p}, global) {}
-  PrintingObserver(const Sweep& sweep, const Global& global)
-      : sweep_(sweep), global_(global), kind_(sweep.front()->first().kind),
+  PrintingObserver(const Sweep& sweep, const SchedulerOptions& options, const Global& global)
+      : sweep_(sweep), options_(options), global_(global), kind_(sweep.front()->first().kind),
         terminal_(::isatty(STDERR_FILENO) == 1), keys_(distinguishing_keys(trials_of(sweep))),
         table_(sweep.size() > 1 ? std::vector<std::string>{"run", "experiment"}
                                 : std::vector<std::string>{"run"},
@@ -107,12 +106,16 @@ class PrintingObserver final : public RunObserver {
       spdlog::warn("{} run(s) left running by a runner that stopped were marked interrupted",
                    plan.marked_interrupted);
     spdlog::info("{} ({}): {} trial(s) x {} repetition(s); {} to run, {} already "
-                 "done; database {}",
+                 "done{}; database {}",
                  experiment_names(), to_string(sweep_.front()->first().kind), plan.trials,
-                 plan.repeats, plan.to_run, plan.skipped, global_.db.string());
+                 plan.repeats, plan.to_run, plan.skipped,
+                 plan.shared > 0 ? ", " + std::to_string(plan.shared) + " shared" : "",
+                 global_.db.string());
     if (sweep_.size() > 1)
       spdlog::info("one schedule for {} experiment files: their runs are interleaved",
                    sweep_.size());
+    for (const std::string& line : sharing_lines(sweep_, planned_trials(), options_))
+      spdlog::info("{}", line);
     for (const std::string& line : decidability_lines(sweep_)) spdlog::info("{}", line);
   }
 
@@ -215,7 +218,9 @@ class PrintingObserver final : public RunObserver {
     for (const PreparedExperiment* p : sweep_) trials += p->trials.size();
     std::cout << "\n" << join(names(), ", ") << " (" << to_string(sweep_.front()->first().kind)
               << ", " << trials << " trial(s), " << result.done << " run(s) now, "
-              << result.skipped << " skipped as done)\n";
+              << result.skipped << " skipped as done"
+              << (result.shared > 0 ? ", " + std::to_string(result.shared) + " shared" : "")
+              << ")\n";
     if (!table_.empty()) {
       table_.print(std::cout, terminal_width());
       std::cout << trial_column_note() << "\n";
@@ -244,6 +249,22 @@ class PrintingObserver final : public RunObserver {
     return (sweep_.size() > 1 ? "experiments " : "experiment ") + join(quoted, ", ");
   }
 
+  // The trials as the plan has them, with their rows (recorded by now):
+  // planned again only where an earlier file may share them, the one case
+  // that needs the whole plan.
+  [[nodiscard]] std::vector<PlannedAction> planned_trials() const {
+    if (sweep_.size() > 1) return plan_sweep(sweep_, options_);
+    std::vector<PlannedAction> out;
+    const auto ids = recorded_trial_ids(*sweep_.front(), global_.db);
+    for (std::size_t t = 0; t < ids.size(); ++t) {
+      PlannedAction action;
+      action.run.trial = t;
+      action.trial_id = ids[t];
+      out.push_back(std::move(action));
+    }
+    return out;
+  }
+
   // "trial:2", and the keys that tell it from the others ("trial:2
   // (train.precision=bf16)").
   [[nodiscard]] std::string reference(const RunStarted& run) const {
@@ -264,6 +285,7 @@ class PrintingObserver final : public RunObserver {
   }
 
   Sweep sweep_;
+  const SchedulerOptions& options_;
   const Global& global_;
   RunKind kind_;
   bool terminal_;
@@ -275,12 +297,21 @@ class PrintingObserver final : public RunObserver {
   std::int64_t ended_ = 0;
 };
 
+// The recorded row of a trial of the plan, if any of its actions has one.
+std::optional<std::int64_t> actions_trial_id(const std::vector<PlannedAction>& actions,
+                                             std::size_t file, std::size_t trial) {
+  for (const PlannedAction& a : actions)
+    if (a.experiment == file && a.run.trial == trial && a.trial_id) return a.trial_id;
+  return std::nullopt;
+}
+
 int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
   TrialTable table(sweep.size() > 1 ? std::vector<std::string>{"#", "experiment"}
                                     : std::vector<std::string>{"#"},
                    {"repeat", "action"}, distinguishing_keys(trials_of(sweep)));
   bool any_new = false;
   std::int64_t to_run = 0;
+  std::int64_t shared = 0;
   const std::vector<PlannedAction> actions = plan_sweep(sweep, options);
   // What changed since the recorded runs, once per trial.
   std::vector<std::pair<std::string, std::vector<std::string>>> changed;
@@ -295,6 +326,13 @@ int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
     const std::string& reason = action.skip_reason;
     to_run += reason.empty() ? 1 : 0;
     std::string what = reason.empty() ? "run" : "skip: " + reason;
+    if (action.shared_with) {
+      const auto [file, with] = *action.shared_with;
+      what = "shared: " + sweep[file]->first().name + "'s " +
+             trial_reference(sweep[file]->trials[with], actions_trial_id(actions, file, with)) +
+             " runs it";
+      ++shared;
+    }
     if (reason.empty() && !action.changes.empty()) what += " (changed since the recorded runs)";
     if (reason.empty() && !fresh_process_reasons(trial.experiment).empty())
       what += " [fresh process]";
@@ -308,12 +346,15 @@ int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
   table.print(std::cout, terminal_width());
   std::cout << trial_column_note()
             << (any_new ? "\n#K (new): the file's K-th trial, not recorded yet" : "") << "\n";
+  for (const std::string& line : sharing_lines(sweep, actions, options))
+    std::cout << line << "\n";
   for (const auto& [name, changes] : changed) {
     std::cout << name << ": runs of the same configuration are recorded under another "
               << "environment; changed since:\n";
     for (const auto& change : changes) std::cout << "  " << change << "\n";
   }
   std::cout << to_run << " of " << actions.size() << " runs would run";
+  if (shared > 0) std::cout << ", " << shared << " shared";
   if (options.shard.count > 1)
     std::cout << " (shard " << options.shard.index << "/" << options.shard.count << ")";
   std::cout << "; nothing was written\n";
@@ -438,7 +479,7 @@ PreparedExperiment prepare(const fs::path& file, const Global& global,
 }
 
 int run_printing(const Sweep& sweep, const SchedulerOptions& options, const Global& global) {
-  PrintingObserver observer(sweep, global);
+  PrintingObserver observer(sweep, options, global);
   const SweepResult result = run_sweep(sweep, options, observer);
   return observer.finish(result, options);
 }

@@ -17,7 +17,11 @@ namespace runner::cli {
 
 namespace {
 
-void add_run(const store::Store& db, std::int64_t run_id, RunFilter filter, Side& side) {
+// Trials of one configuration share their runs (runs_of_trial): two of them
+// in one selector, or two rows of one experiment name, give a run once.
+void add_run(const store::Store& db, std::int64_t run_id, RunFilter filter, Side& side,
+             std::set<std::int64_t>& seen) {
+  if (!seen.insert(run_id).second) return;
   auto run = db.get_run(run_id);
   if (!run) throw Error("run " + std::to_string(run_id) + " is not in the database",
                         "run 'runner runs' to list the recorded runs");
@@ -25,8 +29,9 @@ void add_run(const store::Store& db, std::int64_t run_id, RunFilter filter, Side
     side.runs.push_back(std::move(*run));
 }
 
-void add_trial(const store::Store& db, std::int64_t trial_id, RunFilter filter, Side& side) {
-  for (const auto& r : db.runs_of_trial(trial_id)) add_run(db, r.run_id, filter, side);
+void add_trial(const store::Store& db, std::int64_t trial_id, RunFilter filter, Side& side,
+               std::set<std::int64_t>& seen) {
+  for (const auto& r : db.runs_of_trial(trial_id)) add_run(db, r.run_id, filter, side, seen);
 }
 
 const nlohmann::json* member(const nlohmann::json& object, const std::string& key) {
@@ -39,21 +44,22 @@ const nlohmann::json* member(const nlohmann::json& object, const std::string& ke
 Side select(const store::Store& db, const std::string& selector, RunFilter filter) {
   Side side;
   side.name = selector;
+  std::set<std::int64_t> seen;
   const auto colon = selector.find(':');
   const std::string kind = colon == std::string::npos ? "run" : selector.substr(0, colon);
   const std::string rest = colon == std::string::npos ? selector : selector.substr(colon + 1);
   if (kind == "run") {
     for (const auto& id : split(rest, ','))
-      add_run(db, parse_integer(id, "a run id", 1), filter, side);
+      add_run(db, parse_integer(id, "a run id", 1), filter, side, seen);
   } else if (kind == "trial") {
     for (const auto& id : split(rest, ','))
-      add_trial(db, parse_integer(id, "a trial id", 1), filter, side);
+      add_trial(db, parse_integer(id, "a trial id", 1), filter, side, seen);
   } else if (kind == "experiment") {
     const auto trials = db.trials_of_experiment(rest);
     if (trials.empty())
       throw Error("no experiment named '" + rest + "' in the database",
                   "run 'runner runs' to see the recorded experiments");
-    for (const auto& t : trials) add_trial(db, t.id, filter, side);
+    for (const auto& t : trials) add_trial(db, t.id, filter, side, seen);
   } else {
     throw Error("cannot read the selector '" + selector +
                     "': expected RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME",

@@ -107,9 +107,10 @@ Side side_of(const store::Store& db, const std::vector<std::int64_t>& trials,
              const std::string& name) {
   Side side;
   side.name = name;
+  std::set<std::int64_t> seen;  // two rows of one configuration share their runs
   for (const std::int64_t id : trials)
     for (auto& run : select(db, "trial:" + std::to_string(id)).runs)
-      side.runs.push_back(std::move(run));
+      if (seen.insert(run.row.id).second) side.runs.push_back(std::move(run));
   return side;
 }
 

@@ -265,9 +265,16 @@ std::vector<OpStat> Store::run_ops(std::int64_t run_id) const {
 
 std::vector<TrialRun> Store::runs_of_trial(std::int64_t trial_id) const {
   return with_context("cannot read the runs of trial " + std::to_string(trial_id), [&] {
+    // A trial of a file that differs from another only in its name runs
+    // no repetition the other file's trial has run (the scheduler shares
+    // them): those are its runs too. Where it has runs of its own (an A/A
+    // pair run with --force), they are its repetitions.
     Statement query(db_.get(),
-                    "SELECT id, repeat_index, rank, " RUNNER_EFFECTIVE_STATUS("runs") ", status "
-                    "FROM runs WHERE trial_id = ?1 ORDER BY repeat_index, rank, id");
+                    "SELECT runs.id, runs.repeat_index, runs.rank, " RUNNER_EFFECTIVE_STATUS("runs")
+                    ", runs.status FROM runs JOIN trials ON trials.id = runs.trial_id "
+                    "WHERE runs.trial_id = ?1 OR (trials.identity = (SELECT identity FROM trials "
+                    "WHERE id = ?1) AND runs.repeat_index NOT IN (SELECT repeat_index FROM runs "
+                    "WHERE trial_id = ?1)) ORDER BY runs.repeat_index, runs.rank, runs.id");
     query.bind_int(1, trial_id);
     return read_trial_runs(query, path_);
   });
@@ -294,6 +301,19 @@ std::vector<std::pair<std::string, std::string>> Store::environments_of_config(
     query.bind_text(1, config_hash);
     std::vector<std::pair<std::string, std::string>> out;
     while (query.step()) out.emplace_back(query.text(0), query.text(1));
+    return out;
+  });
+}
+
+std::vector<IdentityTrial> Store::trials_of_identity(const std::string& identity) const {
+  return with_context("cannot read the trials of " + identity.substr(0, 12), [&] {
+    Statement query(db_.get(),
+                    "SELECT t.id, e.name, (SELECT count(*) FROM runs WHERE runs.trial_id = t.id) "
+                    "FROM trials AS t JOIN experiments AS e ON e.id = t.experiment_id "
+                    "WHERE t.identity = ?1 ORDER BY t.id");
+    query.bind_text(1, identity);
+    std::vector<IdentityTrial> out;
+    while (query.step()) out.push_back({query.int64(0), query.text(1), query.int64(2)});
     return out;
   });
 }

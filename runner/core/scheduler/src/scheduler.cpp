@@ -67,6 +67,32 @@ std::vector<PlannedRun> planned_runs(const Sweep& sweep, const std::vector<Slot>
   return plan;
 }
 
+// Per slot, the slot that runs its repetitions: the first slot, in file
+// order, with the same identity. Two files that differ only in their name
+// share their trials' runs (a run is of a configuration, not of a file), so
+// the later file's repetitions are the earlier's, up to its repeats.
+std::vector<std::size_t> owners_of(const std::vector<Slot>& slots) {
+  std::vector<std::size_t> owners(slots.size());
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    owners[s] = s;
+    for (std::size_t o = 0; o < s; ++o)
+      if (slots[o].identity() == slots[s].identity()) {
+        owners[s] = o;
+        break;
+      }
+  }
+  return owners;
+}
+
+// Whether repetition `r` of its slot is run by another slot (owners_of).
+// --force runs every file's own repetitions: an A/A pair of files.
+bool is_shared(const PlannedRun& r, const std::vector<Slot>& slots,
+               const std::vector<std::size_t>& owners, ResumePolicy policy) {
+  const std::size_t owner = owners[r.trial];
+  return policy != ResumePolicy::force && owner != r.trial &&
+         r.repeat < slots[owner].get().experiment.repeats;
+}
+
 // What the store already holds for every trial (resume matches by identity),
 // with runs whose runner process is gone shown as the interrupted runs they
 // are (a dry run must not write that down, but must decide the same way).
@@ -380,12 +406,19 @@ std::vector<PlannedAction> plan_sweep(const Sweep& sweep, const SchedulerOptions
   // What changed since the recorded runs is a property of the trial: looked
   // up once per trial, not once per repetition.
   std::vector<std::optional<std::vector<std::string>>> changes(slots.size());
+  const std::vector<std::size_t> owners = owners_of(slots);
   std::vector<PlannedAction> actions;
   for (const PlannedRun& r : planned_runs(sweep, slots, options)) {
     PlannedAction action;
     action.run = {slots[r.trial].trial, r.repeat};
     action.experiment = slots[r.trial].group;
-    action.skip_reason = skip_reason(existing[r.trial], r.repeat, options.policy);
+    if (is_shared(r, slots, owners, options.policy)) {
+      const Slot& owner = slots[owners[r.trial]];
+      action.shared_with = std::pair{owner.group, owner.trial};
+      action.skip_reason = "shared";
+    } else {
+      action.skip_reason = skip_reason(existing[r.trial], r.repeat, options.policy);
+    }
     if (action.skip_reason.empty() && db) {
       if (!changes[r.trial]) changes[r.trial] = changes_since_recorded(slots[r.trial], *db);
       action.changes = *changes[r.trial];
@@ -460,16 +493,21 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
           Slot{p, 0, t}.environment()));
   }
   const auto existing = existing_runs(slots, *connection);
+  const std::vector<std::size_t> owners = owners_of(slots);
   std::vector<PlannedRun> todo;
   for (const PlannedRun& r : plan)
-    if (skip_reason(existing[r.trial], r.repeat, options.policy).empty()) todo.push_back(r);
+    if (is_shared(r, slots, owners, options.policy))
+      ++summary.shared;
+    else if (skip_reason(existing[r.trial], r.repeat, options.policy).empty())
+      todo.push_back(r);
   summary.to_run = todo.size();
-  summary.skipped = plan.size() - todo.size();
+  summary.skipped = plan.size() - todo.size() - summary.shared;
   observer.on_plan(summary);
 
   SweepResult result;
   result.planned = todo.size();
   result.skipped = summary.skipped;
+  result.shared = summary.shared;
   Interrupts::install();
   const ProcessIdentity me = this_process();
   double spent_s = 0;

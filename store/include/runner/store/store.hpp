@@ -214,6 +214,13 @@ struct TrialInfo {
   std::string identity;
 };
 
+/// A trial row of some experiment that shares an identity (trials_of_identity).
+struct IdentityTrial {
+  std::int64_t id = 0;          ///< the trial's row (`trial:N`)
+  std::string experiment;       ///< its experiment's name
+  std::int64_t runs = 0;        ///< the runs recorded under this row
+};
+
 /// A run whose stored status is "running", with what identifies its process.
 struct RunningRun {
   std::int64_t run_id = 0;
@@ -345,7 +352,10 @@ class Store {
   [[nodiscard]] std::vector<OpStat> run_ops(std::int64_t run_id) const;
   /// The samples of a run, in step order.
   [[nodiscard]] std::vector<Sample> samples(std::int64_t run_id) const;
-  /// Every run of a trial, by repeat_index, then rank, then id (effective statuses).
+  /// Every run of a trial: its own and, for each repetition it has no run
+  /// of, those of a trial of the same identity in another experiment (one
+  /// configuration's runs are shared), by repeat_index, then rank, then id
+  /// (effective statuses).
   [[nodiscard]] std::vector<TrialRun> runs_of_trial(std::int64_t trial_id) const;
   /// Every run of every trial with this identity, in any experiment (resume
   /// matches a trial by what it runs, not by which file row recorded it).
@@ -355,6 +365,10 @@ class Store {
   /// when recorded before schema 8). For "what changed since the recorded runs".
   [[nodiscard]] std::vector<std::pair<std::string, std::string>> environments_of_config(
       const std::string& config_hash) const;
+  /// Every trial row with this identity, whatever its experiment, oldest
+  /// first, with how many runs each holds: the experiments that share a
+  /// configuration's runs (a file recorded under another name runs none of its own).
+  [[nodiscard]] std::vector<IdentityTrial> trials_of_identity(const std::string& identity) const;
   /// Every trial of every experiment row named `name`, oldest first.
   [[nodiscard]] std::vector<TrialInfo> trials_of_experiment(const std::string& name) const;
   /// Runs whose stored status is "running" (their process may be alive or gone).

@@ -14,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runner/engine/engine.hpp"
@@ -91,6 +92,9 @@ struct PlannedAction {
   std::vector<std::string> changes;
   /// The trial's row in the store (`trial:N`), when it is already recorded.
   std::optional<std::int64_t> trial_id;
+  /// Set when an earlier file of the sweep has a trial of the same identity
+  /// that runs this repetition: (experiment file, trial). Its runs are this trial's.
+  std::optional<std::pair<std::size_t, std::size_t>> shared_with;
 };
 
 /// The experiment files one invocation runs as one interleaved schedule.
@@ -103,6 +107,7 @@ struct SweepPlan {
   std::size_t experiments = 1;         ///< experiment files in the schedule
   std::size_t to_run = 0;
   std::size_t skipped = 0;             ///< already done (resume)
+  std::size_t shared = 0;              ///< run by an earlier file's trial of the same identity
   std::int64_t marked_interrupted = 0; ///< runs left "running" by a runner that is gone
 };
 
@@ -138,6 +143,7 @@ struct SweepResult {
   std::size_t done = 0;                ///< runs executed now
   std::size_t skipped = 0;             ///< runs skipped as already done (taken included)
   std::size_t taken = 0;               ///< of those, runs another runner claimed meanwhile
+  std::size_t shared = 0;              ///< runs an earlier file's trial of the same identity runs
   std::int64_t failures = 0;           ///< runs that ended other than finished or interrupted
   std::int64_t consecutive_failures = 0;
   StopReason stop = StopReason::none;
