@@ -7,10 +7,10 @@
 // norm_op and activation_op put custom ops in place of the LayerNorms and of
 // the MLP's bias + GELU; the parameters stay as they are (same names, same
 // state dicts), the ops read them.
+#include <ATen/ops/linear.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
-#include <torch/nn/functional/linear.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
@@ -39,6 +39,16 @@ torch::nn::LayerNorm layer_norm(const LmConfig& c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.width}).eps(c.norm_eps));
 }
 
+/// A Linear's parameters applied as PyTorch's F.linear applies them.
+/// torch::nn::Linear's C++ forward (torch::nn::functional::linear) runs a
+/// [batch, seq, in] input as matmul, then add_ of the bias, a second pass over
+/// the output in forward and an extra node in backward; at::linear, which
+/// F.linear calls, folds it to 2-D and adds the bias inside the GEMM (addmm),
+/// as the eager reference does.
+torch::Tensor project(const torch::nn::Linear& linear, const torch::Tensor& x) {
+  return at::linear(x, linear->weight, linear->bias);
+}
+
 /// A LayerNorm's parameters, applied by ATen or by the norm_op.
 torch::Tensor normalise(torch::nn::LayerNorm& norm, const torch::Tensor& x,
                         const LmOps& ops) {
@@ -59,11 +69,11 @@ class Attention : public torch::nn::Module {
     const std::int64_t b = x.size(0), t = x.size(1), width = x.size(2);
     // c_attn's output is [q | k | v] along the last dimension, each split in
     // heads of width / heads.
-    std::vector<torch::Tensor> qkv = c_attn_->forward(x).split(width, 2);
+    std::vector<torch::Tensor> qkv = project(c_attn_, x).split(width, 2);
     for (auto& y : qkv) y = y.view({b, t, heads_, width / heads_}).transpose(1, 2);
     const torch::Tensor y = at::scaled_dot_product_attention(
         qkv[0], qkv[1], qkv[2], {}, is_training() ? dropout_ : 0.0, /*is_causal=*/true);
-    return maybe_dropout(c_proj_->forward(y.transpose(1, 2).reshape({b, t, width})), dropout_,
+    return maybe_dropout(project(c_proj_, y.transpose(1, 2).reshape({b, t, width})), dropout_,
                          is_training());
   }
 
@@ -84,8 +94,8 @@ class Mlp : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     const torch::Tensor h =
         bias_gelu_ ? runner_models::ops::linear_gelu(*bias_gelu_, x, c_fc_->weight, c_fc_->bias, "tanh")
-                   : F::gelu(c_fc_->forward(x), F::GELUFuncOptions().approximate("tanh"));
-    return maybe_dropout(c_proj_->forward(h), dropout_, is_training());
+                   : F::gelu(project(c_fc_, x), F::GELUFuncOptions().approximate("tanh"));
+    return maybe_dropout(project(c_proj_, h), dropout_, is_training());
   }
 
  private:
@@ -144,7 +154,7 @@ class Gpt2 final : public LanguageModel {
       x = config().checkpoint.applies_to(static_cast<std::int64_t>(i))
               ? runner::checkpoint(blocks_[i], x)
               : blocks_[i]->forward(x);
-    return F::linear(normalise(ln_f_, x, config().ops), wte_->weight);
+    return at::linear(normalise(ln_f_, x, config().ops), wte_->weight);
   }
 
  private:
