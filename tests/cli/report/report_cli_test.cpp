@@ -477,6 +477,46 @@ TEST_F(ReportCliTest, ChromiumLabelsTheHistoryIn24HourUtcAtEverySpan) {
   }
 }
 
+// Issue 30 (a newcomer's tour): runs close in time, on one date, are labelled
+// with clock times, never fractions of a second (".540", Vega's default for a
+// sub-second span): within one second, within a minute, within minutes.
+TEST_F(ReportCliTest, ChromiumLabelsRunsSecondsApartWithClockTimesNotFractions) {
+  if (chromium().empty()) GTEST_SKIP() << "no Chromium on this machine (scripts/dev installs it)";
+  const auto started = [](std::int64_t trial, const std::string& first, const std::string& second) {
+    return "UPDATE runs SET started_at = CASE repeat_index WHEN 0 THEN '" + first + "' ELSE '" +
+           second + "' END WHERE trial_id = " + std::to_string(trial) + ";\n";
+  };
+  const fs::path db = changed_copy(
+      "close.db",
+      started(trial_of("sweep", "0.01"), "2026-11-27T12:34:56.100Z", "2026-11-27T12:34:56.640Z") +
+          started(trial_of("sweep", "0.05"), "2026-11-27T12:34:10.540Z", "2026-11-27T12:34:52.020Z") +
+          started(trial_of("kernel"), "2026-11-27T12:30:05.540Z", "2026-11-27T12:33:41.100Z"));
+  page("experiment:sweep experiment:kernel", "close.html", db);
+  const nlohmann::json drawn = probe(dir_.path() / "close.html", dir_.path(), 1400);
+  ASSERT_TRUE(drawn.is_object());
+  const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
+      {"sweep (optimizer.lr=0.01):", {"12:34:56", "12:34:57"}},
+      {"sweep (optimizer.lr=0.05):",
+       {"12:34:10", "12:34:20", "12:34:30", "12:34:40", "12:34:50", "12:35:00"}},
+      {"kernel:", {"12:30", "12:31", "12:32", "12:33", "12:34"}}};
+  const std::regex clock("[0-2][0-9]:[0-5][0-9](:[0-5][0-9])?");
+  for (const auto& [title, labels] : expected) {
+    const nlohmann::json* chart = chart_titled(drawn, title + std::string(" "));
+    ASSERT_NE(chart, nullptr) << title;
+    bool found = false;
+    for (const auto& axis : (*chart)["axes"]) {
+      if (axis["title"].get<std::string>().find("started") == std::string::npos) continue;
+      found = true;
+      EXPECT_EQ(axis["title"], "started (UTC, 2026-11-27)") << title;
+      const auto drawn_labels = axis["labels"].get<std::vector<std::string>>();
+      EXPECT_EQ(drawn_labels, labels) << title;
+      for (const std::string& label : drawn_labels)
+        EXPECT_TRUE(std::regex_match(label, clock)) << title << ": " << label;
+    }
+    EXPECT_TRUE(found) << title;
+  }
+}
+
 // Issue 36: a comparison of trials that differ in more than the compared key
 // lists the other keys, above the verdicts; --by a key that alone differs says so.
 TEST_F(ReportCliTest, TheComparisonListsOtherConfigurationDifferencesAboveTheVerdicts) {
