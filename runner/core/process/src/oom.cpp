@@ -36,6 +36,13 @@ std::string unescape_octal(std::string_view text) {
   return out;
 }
 
+// Whether the comma-separated `list` holds `item`.
+bool lists(std::string_view list, std::string_view item) {
+  for (const std::string& entry : split(list, ','))
+    if (entry == item) return true;
+  return false;
+}
+
 struct Mount {
   std::string root;        // the folder of the hierarchy mounted here
   std::string mountpoint;
@@ -49,13 +56,8 @@ std::optional<Mount> find_mount(std::string_view mountinfo, bool v1_memory) {
     const std::vector<std::string> fields = split(line.substr(0, dash), ' ');
     const std::vector<std::string> tail = split(line.substr(dash + 3), ' ');
     if (fields.size() < 5 || tail.size() < 3) continue;
-    const bool match =
-        v1_memory ? tail[0] == "cgroup" && [&] {
-          for (const std::string& option : split(tail[2], ','))
-            if (option == "memory") return true;
-          return false;
-        }()
-                  : tail[0] == "cgroup2";
+    const bool match = v1_memory ? tail[0] == "cgroup" && lists(tail[2], "memory")
+                                 : tail[0] == "cgroup2";
     if (match) return Mount{unescape_octal(fields[3]), unescape_octal(fields[4])};
   }
   return std::nullopt;
@@ -82,8 +84,7 @@ std::filesystem::path oom_kill_counter_file(std::string_view cgroup, std::string
     const std::string path = line.substr(second + 1);
     if (path.empty() || path.front() != '/') continue;
     if (line.substr(0, first) == "0" && controllers.empty()) v2 = path;
-    for (const std::string& controller : split(controllers, ','))
-      if (controller == "memory") v1 = path;
+    if (lists(controllers, "memory")) v1 = path;
   }
   // A controller is bound to one hierarchy: on v1 when listed there.
   if (v1)
