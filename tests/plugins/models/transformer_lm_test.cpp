@@ -5,6 +5,7 @@
 // after SGD steps, the same parameter count, FLOPs within 2 %; its evaluation
 // metrics, option errors; and the synthetic_tokens loader.
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <set>
@@ -252,6 +254,49 @@ TEST_F(TransformerLm, ExampleBatchesAreNextTokenPairs) {
   const torch::Tensor again = model->forward(changed);
   EXPECT_TRUE(again.narrow(1, 0, 11).allclose(logits.narrow(1, 0, 11), kRtol, kAtol));
   EXPECT_FALSE(again.select(1, 11).allclose(logits.select(1, 11), kRtol, kAtol));
+}
+
+// The ATen operators a forward dispatches, counted by name through a
+// RecordFunction callback (a plain function pointer: the counts are global).
+std::map<std::string, int>& op_counts() {
+  static std::map<std::string, int> counts;
+  return counts;
+}
+
+std::map<std::string, int> ops_of(const std::function<void()>& body) {
+  op_counts().clear();
+  const at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn)
+                                     -> std::unique_ptr<at::ObserverContext> {
+        ++op_counts()[fn.name()];
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  body();
+  at::removeCallback(handle);
+  return op_counts();
+}
+
+// The eager reference's nn.Linear calls at::linear, which adds the bias
+// inside the matrix product (addmm); torch::nn::Linear's C++ forward would run
+// matmul and then add_ the bias, a second pass over every projection's output
+// and what made gpt2 slower than eager (issue 30).
+TEST_F(TransformerLm, Gpt2ProjectionsAreAddmmAsInEager) {
+  const std::int64_t depth = 3;
+  auto model = make({{"flavour", std::string("gpt2")},
+                     {"width", std::int64_t{32}},
+                     {"depth", depth},
+                     {"heads", std::int64_t{2}}},
+                    tokens(8, 20));
+  const runner::Batch batch = model->example_batch(2, torch::kCPU);
+  const auto ops = ops_of([&] { (void)model->forward(batch); });
+  auto count = [&](const std::string& name) {
+    const auto it = ops.find(name);
+    return it == ops.end() ? 0 : it->second;
+  };
+  EXPECT_EQ(count("aten::addmm"), 4 * depth);  // c_attn, attn.c_proj, c_fc, mlp.c_proj
+  EXPECT_EQ(count("aten::add_"), 0);
+  EXPECT_EQ(count("aten::matmul"), 1);  // the tied head, which has no bias
+  EXPECT_EQ(count("aten::linear"), 4 * depth + 1);
 }
 
 TEST_F(TransformerLm, DropoutActsOnlyInTraining) {
