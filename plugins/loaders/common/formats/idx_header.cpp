@@ -34,8 +34,11 @@ IdxHeader parse_idx_header(const std::uint8_t* b, std::size_t size, std::size_t 
     const std::uint64_t n = (std::uint64_t{p[0]} << 24) | (std::uint64_t{p[1]} << 16) |
                             (std::uint64_t{p[2]} << 8) | p[3];
     idx.shape.push_back(static_cast<std::int64_t>(n));
-    too_big = too_big || __builtin_mul_overflow(need, n, &need);
-    if (d > 0) too_big = too_big || __builtin_mul_overflow(sample, n, &sample);
+    // Both products every time: the sample's size is reported even when the
+    // file's overflows.
+    const bool over = __builtin_mul_overflow(need, n, &need);
+    if (d > 0) (void)__builtin_mul_overflow(sample, n, &sample);  // below 2^64: two sizes
+    too_big = too_big || over;
     text += (d ? "x" : "") + std::to_string(n);
   }
   if (sample > kMaxIdxSampleBytes)
