@@ -2,6 +2,8 @@
 // that it refuses before the work (exit 2 with a position), not by crashing.
 #include <sys/stat.h>
 
+#include <chrono>
+#include <iostream>
 #include <string>
 
 #include "experiment_fixture.hpp"
@@ -156,14 +158,14 @@ TEST_F(LimitsTest, NumbersThatWouldValidateAndThenFailAreRefusedAtValidation) {
   // Each of these used to validate and then fail or overflow at run time.
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"[experiment]\ntimeout = 9223372036854775807\n",
-       at(2, 11) + "'experiment.timeout' must be a positive duration like \"90s\", \"30m\" or "
-                   "\"2h\" of at most 2592000 seconds, found 9223372036854775807"},
+       at(2, 11) + "'experiment.timeout' must be a duration like \"90s\", \"30m\" or \"2h\" "
+                   "from 1 to 2592000 seconds, found 9223372036854775807"},
       {"[experiment]\ntimeout = \"99999999999999999999h\"\n",
-       at(2, 11) + "'experiment.timeout' must be a positive duration like \"90s\", \"30m\" or "
-                   "\"2h\" of at most 2592000 seconds, found \"99999999999999999999h\""},
+       at(2, 11) + "'experiment.timeout' must be a duration like \"90s\", \"30m\" or \"2h\" "
+                   "from 1 to 2592000 seconds, found \"99999999999999999999h\""},
       {"[experiment]\ntimeout = 1e300\n",
-       at(2, 11) + "'experiment.timeout' must be a positive duration like \"90s\", \"30m\" or "
-                   "\"2h\" of at most 2592000 seconds, found 1e+300"},
+       at(2, 11) + "'experiment.timeout' must be a duration like \"90s\", \"30m\" or \"2h\" "
+                   "from 1 to 2592000 seconds, found 1e+300"},
       {"[experiment]\nrepeats = 1000000000\n",
        at(2, 11) + "'experiment.repeats' must be between 1 and 10000, found 1000000000"},
       {"[train]\nsteps = 1000000000000000000\n",
@@ -176,11 +178,36 @@ TEST_F(LimitsTest, NumbersThatWouldValidateAndThenFailAreRefusedAtValidation) {
       {"[distributed]\nworld_size = 1000\n",
        at(2, 14) + "'distributed.world_size' must be between 1 and 64, found 1000"},
       {"[distributed]\ntimeout = \"2d\"\n",
-       at(2, 11) + "'distributed.timeout' must be a positive duration like \"90s\", \"30m\" or "
-                   "\"2h\" of at most 86400 seconds, found \"2d\""},
+       at(2, 11) + "'distributed.timeout' must be a duration like \"90s\", \"30m\" or \"2h\" "
+                   "from 1 to 86400 seconds, found \"2d\""},
   };
   for (const auto& [text, message] : cases)
     EXPECT_EQ(std::string(error_of(text + kMinimal).what()), message) << text;
+}
+
+TEST_F(LimitsTest, ADurationUnderTheShortestEnforceableIsRefusedAtItsPosition) {
+  // issue 30 item 4: this validated, then every run was recorded timeout after 0 s.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[experiment]\ntimeout = \"0.0000000001ms\"\n",
+       at(2, 11) + "'experiment.timeout' must be a duration like \"90s\", \"30m\" or \"2h\" "
+                   "from 1 to 2592000 seconds, found \"0.0000000001ms\""},
+      {"[experiment]\ntimeout = \"999ms\"\n",
+       at(2, 11) + "'experiment.timeout' must be a duration like \"90s\", \"30m\" or \"2h\" "
+                   "from 1 to 2592000 seconds, found \"999ms\""},
+      {"[experiment]\ntimeout = 0.5\n",
+       at(2, 11) + "'experiment.timeout' must be a duration like \"90s\", \"30m\" or \"2h\" "
+                   "from 1 to 2592000 seconds, found 0.5"},
+      {"[distributed]\ntimeout = \"1ms\"\n",
+       at(2, 11) + "'distributed.timeout' must be a duration like \"90s\", \"30m\" or \"2h\" "
+                   "from 1 to 86400 seconds, found \"1ms\""},
+  };
+  for (const auto& [text, message] : cases)
+    EXPECT_EQ(std::string(error_of(text + kMinimal).what()), message) << text;
+  // The minimum itself passes, in any spelling.
+  EXPECT_EQ(load("[experiment]\ntimeout = \"1000ms\"\n" + kMinimal).timeout_s, 1.0);
+  EXPECT_EQ(load("[experiment]\ntimeout = 1\n[distributed]\ntimeout = \"1s\"\n" + kMinimal)
+                .distributed.timeout_s,
+            1.0);
 }
 
 TEST_F(LimitsTest, TrialsTimesRepeatsIsCapped) {
@@ -204,6 +231,33 @@ TEST_F(LimitsTest, TrialTablesExpandInLinearMemory) {
   ASSERT_EQ(trials.size(), 20000u);
   EXPECT_EQ(trials.front().experiment.source.get(), trials.back().experiment.source.get());
   EXPECT_EQ(trials.back().experiment.source->text, text);
+}
+
+TEST_F(LimitsTest, TheTrialCapHoldsForTrialTablesAloneAndCombinedWithASweep) {
+  // issue 30 item 3: 100,001 [[trial]] tables validated (21 s, 1.25 GB) while
+  // the same count from a sweep was refused. Now the table over the cap is
+  // named before any table is checked.
+  auto trials = [](int count) {
+    std::string text;
+    text.reserve(static_cast<std::size_t>(count) * 32);
+    for (int i = 0; i < count; ++i)
+      text.append("[[trial]]\n\"optimizer.lr\" = 0.").append(std::to_string(1000000 + i)).append("\n");
+    return text;
+  };
+  const auto started = std::chrono::steady_clock::now();
+  const Error e = error_of(kMinimal + trials(100001));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // kMinimal is 7 lines; table i (from 0) starts at line 8 + 2i.
+  EXPECT_EQ(std::string(e.what()), at(200008, 1) + "this [[trial]] is number 100001: an "
+                                                   "experiment may have at most 100000 trials");
+  EXPECT_EQ(e.hint(), "split the study into several experiments");
+  std::cout << "100,001 [[trial]] tables refused in " << seconds << " s\n";
+  // 100,000 tables are within the cap; 50,000 tables x a 3-value axis are not.
+  const Error combined =
+      error_of(kMinimal + "[sweep]\n\"train.steps\" = [1, 2, 3]\n" + trials(50000));
+  EXPECT_EQ(std::string(combined.what()),
+            file() + ": [sweep] and [[trial]] expand to more than 100000 trials");
 }
 
 TEST_F(LimitsTest, ANameWithControlCharactersIsRefused) {

@@ -326,6 +326,14 @@ std::vector<TrialTable> Loader::read_trials(const toml::node& node) {
     check_.fail(node, "'trial' must be an array of tables, found " + std::string(describe(node)),
                 kTrialHint);
   if (list->empty()) check_.fail(node, "'trial' is empty: list at least one [[trial]]", kTrialHint);
+  // The cap on trials holds for [[trial]] alone too, and is checked before
+  // any table is flattened and checked: that work, not the count, is what
+  // grows with it.
+  if (list->size() > static_cast<std::size_t>(kMaxTrials))
+    check_.fail(*list->get(static_cast<std::size_t>(kMaxTrials)),
+                "this [[trial]] is number " + std::to_string(kMaxTrials + 1) +
+                    ": an experiment may have at most " + std::to_string(kMaxTrials) + " trials",
+                "split the study into several experiments");
   std::vector<TrialTable> trials;
   for (std::size_t i = 0; i < list->size(); ++i) {
     const toml::node& item = *list->get(i);

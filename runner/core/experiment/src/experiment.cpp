@@ -46,6 +46,8 @@ ParsedExperiment::ParsedExperiment(const fs::path& path,
   if (doc.trials) trials_ = static_cast<std::int64_t>(doc.trials->size());
   // In doubles, so that an absurd product is reported rather than overflowed.
   double total = static_cast<double>(trials_);
+  // [[trial]] alone is capped where the tables are read (document.cpp); this
+  // is the cap on [sweep] and on both combined.
   for (const Axis& axis : doc.axes) {
     points_ *= static_cast<std::int64_t>(axis.size());
     total *= static_cast<double>(axis.size());

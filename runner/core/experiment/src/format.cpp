@@ -282,7 +282,7 @@ OptionValue Checker::read(const OptionSpec& spec, const toml::node& node,
 }
 
 double Checker::read_duration(const toml::node& node, const std::string& dotted,
-                              double max_seconds) const {
+                              double min_seconds, double max_seconds) const {
   std::optional<double> seconds;
   std::string found = describe(node);
   if (const auto* text = node.as_string()) {
@@ -295,10 +295,11 @@ double Checker::read_duration(const toml::node& node, const std::string& dotted,
     seconds = number->get();
     found = render(node);
   }
-  if (seconds && std::isfinite(*seconds) && *seconds > 0 && *seconds <= max_seconds)
+  if (seconds && std::isfinite(*seconds) && *seconds >= min_seconds && *seconds <= max_seconds)
     return *seconds;
-  fail(node, "'" + dotted + "' must be a positive duration like \"90s\", \"30m\" or \"2h\" of at most " +
-                 shortest(max_seconds) + " seconds, found " + found);
+  fail(node, "'" + dotted + "' must be a duration like \"90s\", \"30m\" or \"2h\" from " +
+                 shortest(min_seconds) + " to " + shortest(max_seconds) + " seconds, found " +
+                 found);
 }
 
 std::int64_t Checker::read_warmup(const toml::node& node, const std::string& dotted) const {

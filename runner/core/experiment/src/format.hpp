@@ -163,10 +163,9 @@ class Checker {
   /// The value of `node` for `spec`, or an Error naming `dotted` (e.g. "train.steps").
   [[nodiscard]] OptionValue read(const OptionSpec& spec, const toml::node& node,
                                  const std::string& dotted, const std::string& hint) const;
-  /// A duration in seconds ([experiment] timeout).
-  /// A duration in seconds, at most `max_seconds`.
+  /// A duration in seconds, from `min_seconds` to `max_seconds`.
   [[nodiscard]] double read_duration(const toml::node& node, const std::string& dotted,
-                                     double max_seconds) const;
+                                     double min_seconds, double max_seconds) const;
   /// A warm-up: an integer >= 0, or the string "auto" (returned as -1).
   [[nodiscard]] std::int64_t read_warmup(const toml::node& node, const std::string& dotted) const;
 

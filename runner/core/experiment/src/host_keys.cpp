@@ -159,7 +159,7 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
         host->apply(config.experiment, OptionValue{read_path(*item.node, dotted)});
         break;
       case KeyRole::duration:
-        host->apply(config.experiment, OptionValue{check_.read_duration(*item.node, dotted, *host->spec.max)});
+        host->apply(config.experiment, OptionValue{check_.read_duration(*item.node, dotted, *host->spec.min, *host->spec.max)});
         break;
       case KeyRole::warmup:
         host->apply(config.experiment, OptionValue{check_.read_warmup(*item.node, dotted)});

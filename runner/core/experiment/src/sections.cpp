@@ -30,6 +30,7 @@ const std::vector<SectionSpec>& section_specs() {
                       e.timeout_s = std::get<double>(v);
                     }};
     timeout.role = KeyRole::duration;
+    timeout.spec.min = kMinRunTimeoutSeconds;
     timeout.spec.max = kMaxRunTimeoutSeconds;
     s.push_back({"experiment", std::nullopt, {},
                  {fixed(name),
@@ -395,6 +396,7 @@ const std::vector<SectionSpec>& section_specs() {
                                  e.distributed.timeout_s = std::get<double>(v);
                                }};
     collective_timeout.role = KeyRole::duration;
+    collective_timeout.spec.min = kMinCollectiveTimeoutSeconds;
     collective_timeout.spec.max = kMaxCollectiveTimeoutSeconds;
     s.push_back({"distributed", std::nullopt, {RunKind::train},
                  {integer_key("world_size", 2, 1, kMaxWorldSize,

@@ -342,6 +342,13 @@ inline constexpr std::int64_t kMaxImageSide = 1 << 14;         ///< resize and c
 inline constexpr std::size_t kMaxChannels = 1024;              ///< normalize_mean / _std
 inline constexpr double kMaxRunTimeoutSeconds = 30.0 * 24 * 3600;        ///< 30 days
 inline constexpr double kMaxCollectiveTimeoutSeconds = 24.0 * 3600;      ///< 1 day
+/// Shortest run timeout: the scheduler reports and records a timeout in
+/// whole seconds, and a run's own start (fork, plugins, model) takes a good
+/// part of one, so a shorter limit can only ever kill every run.
+inline constexpr double kMinRunTimeoutSeconds = 1.0;
+/// Shortest collective timeout: c10d takes it in whole milliseconds, and a
+/// rendezvous of two processes does not finish in under a second.
+inline constexpr double kMinCollectiveTimeoutSeconds = 1.0;
 
 /// Phase 1: reads the file, the files it extends, applies `set_overrides`
 /// ("section.key=value", as given to --set) and checks everything that needs
