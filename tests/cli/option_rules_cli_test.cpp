@@ -85,4 +85,30 @@ TEST_F(OptionRulesCli, DescribeShowsAnIntegersAllowedValues) {
   EXPECT_NE(r.out.find("18|34|50|101|152"), std::string::npos) << r.out;
 }
 
+
+TEST_F(OptionRulesCli, AClassificationModelWithoutDataIsRefusedAtValidation) {
+  // Newcomer's tour (issue 30): without [data] there is no sample shape. The
+  // model's data check refuses it at its plugin line, saying what to add,
+  // also when init_from would otherwise build the model first and fail
+  // inside the plugin with no position.
+  const std::string message =
+      "model plugin 'mlp' cannot take this data: a classification model needs the sample shape "
+      "from the loader; add a [data] section whose loader declares its input shape";
+  const std::string hint =
+      "hint: this experiment has no [data] section; add one whose loader declares the sample "
+      "shape and classes, e.g. [data] plugin = \"synthetic\", shape = [3, 32, 32], classes = "
+      "10\n";
+  const std::string head =
+      "[device]\ntype = \"cpu\"\nthreads = 1\n[experiment]\nkind = \"infer\"\n[model]\n"
+      "plugin = \"mlp\"\n";
+  const std::filesystem::path weights = write("w.safetensors", "not read");
+  for (const std::string& extra : {std::string(), "init_from = \"" + weights.string() + "\"\n"}) {
+    const std::filesystem::path file = write("nodata.toml", head + extra);
+    expect_refused(file, "plugin = \"mlp\"", message);
+    const runner::test::Result r = runner::test::run_runner("validate " + file.string(), dir_);
+    EXPECT_EQ(r.code, 2) << extra;
+    EXPECT_EQ(r.err, "error: " + file.string() + ":7:10: " + message + "\n" + hint) << extra;
+  }
+}
+
 }  // namespace

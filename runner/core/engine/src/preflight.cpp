@@ -18,11 +18,41 @@
 #include "workload.hpp"
 
 namespace runner {
+namespace {
+
+/// The model's rules over the data (its classes, sample shape, vocabulary),
+/// reported at its plugin line; `hint` replaces the host's when given.
+void check_model(const Experiment& experiment, const PluginHost& host,
+                 const ModelContext& context, const std::string& hint = {}) {
+  try {
+    host.check_model_data(experiment.model.plugin, experiment.model.options, context);
+  } catch (const PluginOptionError& e) {
+    rethrow_at_option(e, experiment.model);
+  } catch (const PluginDataError& e) {
+    throw Error(experiment.model.where, e.what(), hint.empty() ? e.hint() : hint);
+  }
+}
+
+}  // namespace
 
 void check_before_runs(const Experiment& experiment, const PluginHost& host,
                        const std::string& device) {
   if (experiment.kind == RunKind::kernel) return check_kernel_before_runs(experiment, host, device);
   const torch::Device run_device(device);
+  ModelContext model_context;
+  model_context.device = run_device;
+  model_context.seed = run_seed(experiment, 0);
+  model_context.batch_size = experiment.data_settings.batch_size;
+  model_context.training = experiment.kind == RunKind::train;
+  // Without [data] there is no loader to give a sample shape or classes; a
+  // model that needs them (a classification model: its data check says so)
+  // is refused here, before init_from builds it, whose constructor would
+  // fail with the same reason as a plugin failure with no position.
+  if (!experiment.data)
+    check_model(experiment, host, model_context,
+                "this experiment has no [data] section; add one whose loader declares the "
+                "sample shape and classes, e.g. [data] plugin = \"synthetic\", shape = [3, 32, "
+                "32], classes = 10");
   if (!experiment.model_settings.init_from.empty()) {
     // The whole workload, on the CPU: the weights load into the real model.
     Workload w;
@@ -30,11 +60,6 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
     build(w, experiment, host, run_seed(experiment, 0), torch::kCPU, rank);
   }
   TrainingSetup setup(experiment, run_device);
-  ModelContext model_context;
-  model_context.device = run_device;
-  model_context.seed = run_seed(experiment, 0);
-  model_context.batch_size = experiment.data_settings.batch_size;
-  model_context.training = experiment.kind == RunKind::train;
   if (experiment.data) {
     const DataSettings& data = experiment.data_settings;
     if (data.pin_memory && !run_device.is_cuda())
@@ -55,14 +80,7 @@ void check_before_runs(const Experiment& experiment, const PluginHost& host,
     if (experiment.model_settings.channels_last) setup.check_input_shape(shape);
     model_context.input_shape = shape;
     model_context.num_classes = loader->spec().num_classes;
-  }
-  // The model's rules over the data (its classes, sample shape, vocabulary).
-  try {
-    host.check_model_data(experiment.model.plugin, experiment.model.options, model_context);
-  } catch (const PluginOptionError& e) {
-    rethrow_at_option(e, experiment.model);
-  } catch (const PluginDataError& e) {
-    throw Error(experiment.model.where, e.what(), e.hint());
+    check_model(experiment, host, model_context);
   }
   // A model plugin that reads files (a compiled package, a TorchScript
   // file) checks them against the run now: another torch version, another
