@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -95,6 +96,14 @@ def main():
     parser.add_argument("--started-seconds-ago", type=float, default=0)
     args = parser.parse_args()
     started = time.monotonic() - args.started_seconds_ago
+    # A fresh database: runs of an earlier invocation would be shared by
+    # identity and mix into this one's comparisons.
+    for name in ("runner.db", "runner.db-wal", "runner.db-shm", "summary.json", "report.html",
+                 "ctest.log", "commands.log"):
+        if os.path.lexists(os.path.join(args.out, name)):
+            os.remove(os.path.join(args.out, name))
+    shutil.rmtree(os.path.join(args.out, "runner.db.traces"), ignore_errors=True)
+    shutil.rmtree(os.path.join(args.work, "experiments"), ignore_errors=True)
     kit = Kit(args)
     import torch
     summary = {"device": device_name(kit), "torch_version": torch.__version__, "mode": args.mode,
