@@ -157,14 +157,7 @@ std::map<std::string, std::string> read_archive_metadata(const std::string& path
   if (ec || !std::filesystem::is_regular_file(path, ec))
     throw OptionError(option, what + " is not a readable file");
   std::ifstream in(path, std::ios::binary);
-  const runner::weights::ZipRead read = [&](std::uint64_t offset, std::size_t n) {
-    std::string bytes(n, '\0');
-    in.clear();
-    in.seekg(static_cast<std::streamoff>(offset));
-    in.read(bytes.data(), static_cast<std::streamsize>(n));
-    bytes.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-    return bytes;
-  };
+  const runner::weights::ZipRead read = runner::weights::zip_read_of(in);
   return read_archive_metadata(size, read, kind, model_name, option, what);
 }
 

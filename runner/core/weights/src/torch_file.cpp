@@ -70,14 +70,7 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 /// has none.
 void check_directory(const fs::path& path, std::uint64_t size) {
   std::ifstream in(path, std::ios::binary);
-  const ZipRead read = [&](std::uint64_t offset, std::size_t n) {
-    std::string bytes(n, '\0');
-    in.clear();
-    in.seekg(static_cast<std::streamoff>(offset));
-    in.read(bytes.data(), static_cast<std::streamsize>(n));
-    bytes.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-    return bytes;
-  };
+  const ZipRead read = zip_read_of(in);
   try {
     (void)read_zip_directory(size, read);
   } catch (const ZipError& e) {

@@ -1,6 +1,7 @@
 #include "runner/weights/zip_directory.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <set>
 #include <string_view>
 
@@ -164,6 +165,17 @@ std::vector<ZipEntry> read_zip_directory(const std::string& bytes) {
     if (offset >= bytes.size()) return std::string();
     return bytes.substr(static_cast<std::size_t>(offset), n);
   });
+}
+
+ZipRead zip_read_of(std::ifstream& in) {
+  return [&in](std::uint64_t offset, std::size_t n) {
+    std::string bytes(n, '\0');
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(bytes.data(), static_cast<std::streamsize>(n));
+    bytes.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    return bytes;
+  };
 }
 
 }  // namespace runner::weights

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct ZipEntry {
 
 /// Reads up to `n` bytes of the file at `offset` (fewer only at its end).
 using ZipRead = std::function<std::string(std::uint64_t offset, std::size_t n)>;
+
+/// A ZipRead over an open file; `in` must outlive it.
+[[nodiscard]] ZipRead zip_read_of(std::ifstream& in);
 
 /// The most records accepted (a state dict of a large model has thousands).
 inline constexpr std::uint64_t kMaxZipEntries = 1'000'000;
