@@ -40,9 +40,14 @@ def bundle_check(kit, deps):
         raise Fail("ninja -t deps failed: " + done.stderr.strip())
     headers = set()
     from_bundle = 0
+    deps = os.path.realpath(deps)
     for line in done.stdout.splitlines():
         path = line.strip()
-        if path.startswith(deps):
+        if not path or path.endswith(")") or ": #deps" in line:
+            continue
+        # ninja keeps the compiler's spelling: relative to the build folder.
+        path = os.path.realpath(os.path.join(kit.build, path))
+        if path.startswith(deps + os.sep):
             from_bundle += 1
         elif path.startswith("/usr/include/"):
             headers.add(path)
@@ -144,6 +149,7 @@ def main():
     kit.recorded = recorded_experiments(kit)
     record("report", lambda: report(kit))
 
+    close_database(kit)
     summary["wall_s"] = round(time.monotonic() - started, 1)
     for status in ("passed", "failed", "skipped"):
         summary[status] = sum(1 for c in summary["checks"] if c["status"] == status)
@@ -155,13 +161,29 @@ def main():
     return 1 if summary["failed"] else 0
 
 
+def close_database(kit):
+    """Folds the write-ahead log into the database: runner's read-only readers
+    (report, export) leave -wal and -shm beside it, two more files to bring
+    back from a GPU machine. The last connection to close removes them."""
+    import sqlite3
+    if os.path.exists(kit.db):
+        db = sqlite3.connect(kit.db)
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            db.close()
+
+
 def recorded_experiments(kit):
     """The names of the experiments in the kit's database (read-only)."""
     import sqlite3
     if not os.path.exists(kit.db):
         return []
-    with sqlite3.connect(f"file:{kit.db}?mode=ro", uri=True) as db:
+    db = sqlite3.connect(kit.db)
+    try:
         return [row[0] for row in db.execute("SELECT name FROM experiments ORDER BY id")]
+    finally:
+        db.close()
 
 
 if __name__ == "__main__":
