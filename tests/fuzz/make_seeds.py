@@ -5,7 +5,9 @@ Run with the torch virtual environment's python (numpy, PIL, torch):
 
     ~/.cache/runner/venv-torch-2.14.1/bin/python tests/fuzz/make_seeds.py
 
-The files are committed; this script documents how they were made."""
+The torch.save, TorchScript and AOTI archives (*.pt, *.pt2) are not
+committed: `scripts/dev fuzz` writes them with this script before fuzzing;
+the other files are committed and replayed by ctest."""
 import io
 import pathlib
 import struct
