@@ -2,54 +2,17 @@
 // medians, drawn by one reproducible resampler (see statistics.hpp).
 #include <algorithm>
 #include <limits>
-#include <random>
 #include <tuple>
 
 #include "checks.hpp"
+#include "index_drawer.hpp"
 #include "runner/common/error.hpp"
 #include "runner/store/statistics.hpp"
 
 namespace runner::store {
 namespace {
 
-// Unbiased indices in [0, n) from the engine, two per 64-bit draw, by
-// Lemire's multiply-and-reject method (no division on the common path: the
-// bootstrap draws hundreds of thousands of indices per comparison).
-// std::uniform_int_distribution is not used because it is
-// implementation-defined: intervals would differ between libstdc++ and libc++.
-class IndexDrawer {
- public:
-  explicit IndexDrawer(std::uint64_t seed) : rng_(seed) {}
-
-  /// Uniform in [0, n); n must be in [1, 2^32).
-  std::size_t draw(std::uint32_t n) {
-    std::uint64_t m = std::uint64_t{next32()} * n;
-    auto low = static_cast<std::uint32_t>(m);
-    if (low < n) {
-      const std::uint32_t threshold = (0U - n) % n;  // 2^32 mod n
-      while (low < threshold) {
-        m = std::uint64_t{next32()} * n;
-        low = static_cast<std::uint32_t>(m);
-      }
-    }
-    return static_cast<std::size_t>(m >> 32);
-  }
-
- private:
-  std::uint32_t next32() {
-    if (have_high_) {
-      have_high_ = false;
-      return static_cast<std::uint32_t>(buffer_ >> 32);
-    }
-    buffer_ = rng_();
-    have_high_ = true;
-    return static_cast<std::uint32_t>(buffer_);
-  }
-
-  std::mt19937_64 rng_;
-  std::uint64_t buffer_ = 0;
-  bool have_high_ = false;
-};
+using detail::IndexDrawer;
 
 // Median of a resample with replacement of `sorted` (ascending), drawn as
 // multiplicities: counts[i] = how often sorted[i] was drawn. The resample's

@@ -4,7 +4,7 @@
 // `report` and `export` all call these functions, so one pair of sides gets
 // one interval wherever it is printed. No LibTorch, no SQLite: the inputs are
 // plain values (e.g. each run's median step time). Sources, one concept each:
-// store/src/statistics/{descriptive,bootstrap,rank_test,verdict}.cpp. The
+// store/src/statistics/{descriptive,bootstrap,rank_test,verdict,change_points}.cpp. The
 // method and its validation are documented in docs/method.md.
 #pragma once
 
@@ -208,5 +208,39 @@ enum class UndecidedReason {
 
 /// practical_verdict's name with the reason of an undecided one: "undecided (p = 0.10: 3 runs a side cannot reach p < 0.05; 4 is the least, 5+ recommended)", "undecided (CI crosses +/-1.4%)" or "undecided (p = 0.070, not below 0.05)". Throws runner::Error for a negative margin.
 [[nodiscard]] std::string practical_text(const Comparison& c, double margin_pct);
+
+// --- change points (change_points.cpp) -------------------------------------------
+
+/// Seed of the change-point permutation test when the caller gives none: the same series gives the same change points every time.
+inline constexpr std::uint64_t kDefaultChangePointSeed = 0x5eed'c0de'2024'0034ULL;
+
+/// Settings of find_change_points (docs/method.md, "Change points").
+struct ChangePointOptions {
+  double alpha = 0.05;              ///< A split is kept when its permutation p is below this.
+  int permutations = 199;           ///< Permutations per tested split (at least 19).
+  std::size_t min_segment_runs = 3; ///< Values a segment needs on each side of a split: one outlying run cannot be a level.
+  std::uint64_t seed = kDefaultChangePointSeed;  ///< Seed of the permutations.
+  BootstrapOptions bootstrap{2000, 0.95, kDefaultBootstrapSeed};  ///< The interval of each change's ratio.
+};
+
+/// One change of level in a series of points.
+struct ChangePoint {
+  std::size_t index = 0;        ///< The point where the new level starts (0-based; never 0).
+  std::size_t runs_before = 0;  ///< Values in the segment before it (from the previous change point).
+  std::size_t runs_after = 0;   ///< Values in the segment after it (to the next change point).
+  double before = 0;            ///< Median of the values of the segment before.
+  double after = 0;             ///< Median of the values of the segment after.
+  RatioInterval ratio;          ///< after / before with its bootstrap interval (excludes 1).
+  double p_value = 1;           ///< Permutation p-value of the split when it was found.
+};
+
+/// The change points of a series whose point i holds the values of its
+/// repetitions (`points[i]`, sizes may differ, a point may be empty): E-Divisive
+/// means on the pooled ranks of the values, splits only between points, each
+/// split kept when its permutation p < alpha and the bootstrap interval of
+/// after/before excludes 1. By index. Throws runner::Error for a value that is
+/// not finite and positive, or bad options.
+[[nodiscard]] std::vector<ChangePoint> find_change_points(
+    const std::vector<std::vector<double>>& points, const ChangePointOptions& options = {});
 
 }  // namespace runner::store
