@@ -8,6 +8,7 @@
 
 #include "runner/common/json.hpp"
 #include "runner/common/run_kind.hpp"
+#include "runner/scheduler/judge.hpp"
 #include "table.hpp"
 
 namespace runner::cli {
@@ -37,10 +38,8 @@ std::vector<MetricSpec> compared_metrics(const std::string& headline) {
 
 void add_run_values(const store::RunDetail& run, const std::string& metric,
                     std::vector<double>& out) {
-  for (const auto& s : run.summaries)
-    if (s.metric == metric && s.n > 0 && s.p50 > 0) out.push_back(s.p50);
-  for (const auto& m : run.metrics)
-    if (m.name == metric && m.value > 0 && std::isfinite(m.value)) out.push_back(m.value);
+  // One reading of a run's value for compare, check and auto repetitions alike.
+  runner::add_run_values(run, metric, out);
 }
 
 namespace {

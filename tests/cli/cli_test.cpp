@@ -169,7 +169,7 @@ TEST_F(BadInputTest, UnknownSectionSuggestsTheClosestOne) {
                       ":24:1: unknown section [modle]; did you mean [model]?\n"
                       "hint: known sections: experiment, device, runtime, env, model, data, optimizer, "
                       "train, schedule, infer, eval, profile, distributed, comm_hook, kernel, plugins, sweep, "
-                      "trial\n");
+                      "trial, expect\n");
 }
 
 TEST_F(BadInputTest, WrongTypeHasFileLineColumn) {

@@ -29,7 +29,7 @@ class ExperimentTest : public test::ExperimentFixture {};
 
 const char* const kKnownSections =
     "known sections: experiment, device, runtime, env, model, data, optimizer, train, schedule, infer, eval, profile, distributed, "
-    "comm_hook, kernel, plugins, sweep, trial";
+    "comm_hook, kernel, plugins, sweep, trial, expect";
 
 // --- happy paths ---------------------------------------------------------------
 

@@ -223,6 +223,15 @@ Document Loader::read_structure(const toml::table& root,
       doc.trials = read_trials(node);
       continue;
     }
+    if (name == "expect") {
+      // Each table's keys are checked against the sweep once it is merged (expect.cpp).
+      const auto* list = node.as_array();
+      if (list == nullptr || !list->is_array_of_tables())
+        check_.fail(node, "'expect' must be an array of tables, found " + std::string(describe(node)),
+                    "write each expectation as [[expect]] followed by its keys");
+      for (const toml::node& item : *list) doc.expects.push_back(&item);
+      continue;
+    }
     const bool is_table = node.is_table();
     if (find_section(name) != nullptr) {
       if (!is_table)
@@ -364,6 +373,8 @@ bool shares_key(const Axis& a, const Axis& b) {
 }
 
 void Loader::merge(Document& into, Document&& from) {
+  // A file that extends another keeps the base's claims and adds its own.
+  into.expects.insert(into.expects.end(), from.expects.begin(), from.expects.end());
   for (Section& section : from.sections) {
     auto it = std::find_if(into.sections.begin(), into.sections.end(),
                            [&](const Section& s) { return s.name == section.name; });

@@ -44,6 +44,7 @@ struct Document {
   std::vector<Section> sections;
   std::vector<Axis> axes;                        // in expansion order
   std::optional<std::vector<TrialTable>> trials;  // [[trial]]; replaced whole by a merge
+  std::vector<const toml::node*> expects;        // [[expect]] tables, base files' first (expect.cpp)
 };
 
 /// Everything read for one experiment. The Document points into `trees`, and

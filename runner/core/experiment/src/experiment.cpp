@@ -61,6 +61,7 @@ ParsedExperiment::ParsedExperiment(const fs::path& path,
   // Everything that needs no plugin is checked now, for every trial, so that
   // `runner validate` and the first run see the same problems.
   std::int64_t repeats = 1;
+  RunKind kind = RunKind::train;
   for (std::int64_t index = 0; index < trial_count(); ++index) {
     const std::vector<Leaf> overrides = overrides_of(index);
     try {
@@ -68,6 +69,7 @@ ParsedExperiment::ParsedExperiment(const fs::path& path,
       if (index == 0) {
         plugin_paths_ = config.experiment.plugin_paths;
         repeats = config.experiment.repeats;  // the same for every trial
+        kind = config.experiment.kind;  // likewise
       }
     } catch (const Error& e) {
       rethrow_for_trial(e, index, overrides,
@@ -75,6 +77,7 @@ ParsedExperiment::ParsedExperiment(const fs::path& path,
     }
   }
   check_save_to(repeats);
+  check_expectations(kind);
   if (static_cast<double>(repeats) * static_cast<double>(trial_count()) >
       static_cast<double>(kMaxRuns)) {
     const Leaf* where = nullptr;
@@ -119,6 +122,10 @@ std::vector<fs::path> plugin_paths_of(const ParsedExperiment& parsed) {
 }
 
 std::int64_t trial_count(const ParsedExperiment& parsed) { return parsed.trial_count(); }
+
+std::vector<Expectation> file_expectations(const ParsedExperiment& parsed) {
+  return parsed.expectations() ? *parsed.expectations() : std::vector<Expectation>{};
+}
 
 std::vector<Trial> expand_trials(const ParsedExperiment& parsed, const PluginCatalog& catalog) {
   return parsed.expand(catalog);

@@ -8,6 +8,7 @@
 //   paths.cpp           paths relative to the file that writes them, and the
 //                       files named by content (weights, save_to)
 //   plugin_options.cpp  a plugin's table against its declared options and rules
+//   expect.cpp          [[expect]] tables against the kind and the sweep
 // (internal; not installed).
 #pragma once
 
@@ -41,6 +42,9 @@ class ParsedExperiment {
     return plugin_paths_;
   }
   [[nodiscard]] std::int64_t trial_count() const { return trials_ * points_; }
+  [[nodiscard]] const std::shared_ptr<const std::vector<Expectation>>& expectations() const {
+    return defaults_.expectations;
+  }
   [[nodiscard]] Experiment resolve_base(const PluginCatalog& catalog) const {
     return resolve(sources_.doc.sections, catalog);
   }
@@ -111,6 +115,18 @@ class ParsedExperiment {
                                             const PluginCatalog& catalog) const;
   [[nodiscard]] PluginChoice default_comm_hook(const Section& distributed,
                                                const PluginCatalog& catalog) const;
+  // expect.cpp
+  /// Reads and checks every [[expect]] table against `kind` and the sweep;
+  /// the result goes to every trial's Experiment::expectations.
+  void check_expectations(RunKind kind);
+  [[nodiscard]] Expectation read_expectation(const toml::node& node, std::size_t number,
+                                             RunKind kind, const std::vector<std::string>& swept,
+                                             const std::vector<std::vector<Leaf>>& overrides) const;
+  /// A trial's value of `dotted` as TOML writes it: its override, else the
+  /// base files' value; nullopt when neither writes it.
+  [[nodiscard]] std::optional<std::string> value_in_trial(const std::vector<Leaf>& overrides,
+                                                          const std::string& dotted) const;
+
   // experiment.cpp
   [[nodiscard]] Experiment resolve(const std::vector<Section>& sections,
                                    const PluginCatalog& catalog) const;

@@ -37,6 +37,7 @@ std::vector<std::string> top_level_names() {
   std::vector<std::string> names = section_names();
   names.emplace_back("sweep");
   names.emplace_back("trial");
+  names.emplace_back("expect");
   return names;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -242,5 +243,88 @@ struct ChangePoint {
 /// not finite and positive, or bad options.
 [[nodiscard]] std::vector<ChangePoint> find_change_points(
     const std::vector<std::vector<double>>& points, const ChangePointOptions& options = {});
+
+// --- expectation (expectation.cpp) --------------------------------------------------
+// The verdict of one [[expect]]: the ratio B / A of per-run values against a
+// claimed bound (docs/method.md, "Verdicts of expectations").
+
+/// The bound an expectation states on B / A.
+enum class BoundKind {
+  ratio_below,        ///< holds when the whole interval is below `value`
+  ratio_above,        ///< holds when the whole interval is above `value`
+  equivalent_within,  ///< holds when the whole interval lies in [1 - value, 1 + value]
+};
+
+/// A claimed bound: its kind and its number (> 0).
+struct ExpectedBound {
+  BoundKind kind = BoundKind::ratio_below;  ///< which bound
+  double value = 1;                         ///< the ratio, or the equivalence fraction
+};
+
+/// What the interval says about the bound.
+enum class ExpectationVerdict { holds, refuted, undecided };
+
+/// "holds", "refuted" or "undecided".
+[[nodiscard]] std::string_view expectation_verdict_name(ExpectationVerdict verdict);
+
+/// Computes the interval of median(B) / median(A) from the per-run values of
+/// A and B. The default is bootstrap_median_ratio, the interval `runner
+/// compare` prints; repeats = "auto" plugs in the anytime-valid confidence
+/// sequence of sequential.cpp here, since an interval looked at after every
+/// round must stay valid under repeated looks.
+using RatioIntervalMethod =
+    std::function<RatioInterval(const std::vector<double>& a, const std::vector<double>& b)>;
+
+/// Settings of judge_expectation.
+struct ExpectationOptions {
+  BootstrapOptions bootstrap{};  ///< of the default interval (compare's)
+  RatioIntervalMethod interval;  ///< empty: bootstrap_median_ratio with `bootstrap`
+};
+
+/// The verdict of one expectation.
+struct ExpectationResult {
+  ExpectationVerdict verdict = ExpectationVerdict::undecided;  ///< holds, refuted or undecided
+  RatioInterval ratio;         ///< median(B) / median(A) with its interval (1, [1, 1] with no values)
+  std::size_t n_a = 0;         ///< values on side A
+  std::size_t n_b = 0;         ///< values on side B
+  bool deterministic = false;  ///< every value of A equal and every value of B equal (2+ each): the ratio is exact
+  /// Undecided: the runs a side to add that would likely decide it at the
+  /// spread seen (see more_runs_per_side); nullopt when no number of runs is
+  /// likely to (the estimate sits on the bound) or for a decided verdict.
+  std::optional<std::size_t> more_runs;
+  std::string reason;          ///< undecided: why, in words ("3 runs a side: at least 4 are needed")
+};
+
+/// The fewest values a side needs before a verdict other than undecided:
+/// least_runs_per_side(1 - confidence), the size at which the rank test that
+/// `compare` pairs with the interval can reach significance (4 at 95 %); a
+/// deterministic pair needs 2.
+[[nodiscard]] std::size_t least_runs_for_verdict(double confidence);
+
+/// Whether interval [lower, upper] satisfies the bound wholly (holds), violates
+/// it wholly (refuted), or neither (undecided); an edge touched counts as not
+/// satisfied. Throws runner::Error for a bound value that is not finite and > 0.
+[[nodiscard]] ExpectationVerdict verdict_of_interval(double lower, double upper,
+                                                     const ExpectedBound& bound);
+
+/// Runs a side to add so that `interval` (from `n` runs a side) would likely
+/// fall wholly on one side of every edge of the bound that its ratio is not
+/// on: each half-width, in log-ratio units, shrinking as 1 / sqrt(n), the
+/// ratio staying where it is. At least 1; nullopt when the ratio sits on an
+/// edge or the interval is unbounded (nothing to extrapolate from).
+[[nodiscard]] std::optional<std::size_t> more_runs_per_side(const RatioInterval& interval,
+                                                            std::size_t n,
+                                                            const ExpectedBound& bound);
+
+/// Judges per-run values `a` (side A) and `b` (side B) of one metric against
+/// `bound`: the ratio and interval as `compare` computes them (or as
+/// options.interval does), holds / refuted when the whole interval satisfies /
+/// violates the bound, else undecided with the runs a side likely to decide
+/// it. An empty side or too few runs is undecided, not an error. Throws
+/// runner::Error for a value that is not finite and positive or a bound <= 0.
+[[nodiscard]] ExpectationResult judge_expectation(const std::vector<double>& a,
+                                                  const std::vector<double>& b,
+                                                  const ExpectedBound& bound,
+                                                  const ExpectationOptions& options = {});
 
 }  // namespace runner::store

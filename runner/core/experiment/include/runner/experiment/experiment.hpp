@@ -25,6 +25,7 @@
 #include "runner/common/error.hpp"
 #include "runner/common/run_kind.hpp"
 #include "runner/experiment/catalog.hpp"
+#include "runner/experiment/expect.hpp"
 #include "runner/options.hpp"
 #include "runner/runtime/runtime.hpp"
 
@@ -275,6 +276,10 @@ struct Experiment {
   /// Where each host-level key the files write is ("train.precision" -> file:line:col),
   /// for errors found after validation (before any run starts).
   std::map<std::string, SourceLocation> key_where;
+  /// The file's [[expect]] tables, validated (expect.hpp); shared by every
+  /// trial, and no part of a trial's identity: a claim added to a file
+  /// does not make its recorded runs another configuration's.
+  std::shared_ptr<const std::vector<Expectation>> expectations;
 
   /// Where host key `dotted` is written, else the experiment file itself.
   [[nodiscard]] SourceLocation where_of(const std::string& dotted) const;
@@ -362,6 +367,9 @@ inline constexpr double kMinCollectiveTimeoutSeconds = 1.0;
 
 /// How many trials the experiment expands to ([[trial]] tables x sweep points; 1 without either).
 [[nodiscard]] std::int64_t trial_count(const ParsedExperiment& parsed);
+
+/// The file's [[expect]] tables, validated without plugins (empty when none).
+[[nodiscard]] std::vector<Expectation> file_expectations(const ParsedExperiment& parsed);
 
 /// Phase 2: every trial, in expansion order, each fully validated against the
 /// catalog. Throws runner::Error; an error caused by a trial's values names
