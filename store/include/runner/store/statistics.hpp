@@ -4,7 +4,8 @@
 // `report` and `export` all call these functions, so one pair of sides gets
 // one interval wherever it is printed. No LibTorch, no SQLite: the inputs are
 // plain values (e.g. each run's median step time). Sources, one concept each:
-// store/src/statistics/{descriptive,bootstrap,rank_test,verdict,change_points}.cpp. The
+// store/src/statistics/{descriptive,bootstrap,rank_test,verdict,expectation,sequential,
+// change_points}.cpp. The
 // method and its validation are documented in docs/method.md.
 #pragma once
 
@@ -112,6 +113,64 @@ struct MannWhitney {
 
 /// Why n_a and n_b values cannot reach p < alpha and what would, e.g. "3 runs a side cannot reach p < 0.05; 4 is the least, 5+ recommended"; "" when they can. Throws runner::Error unless 0 < alpha < 1.
 [[nodiscard]] std::string sample_size_limit(std::size_t n_a, std::size_t n_b, double alpha);
+
+// --- sequential (sequential.cpp) --------------------------------------------------
+
+/// A ratio interval by inverting the Mann-Whitney test (docs/method.md,
+/// "Repetitions that stop when the answer is known").
+struct RankRatioInterval {
+  double ratio = 1;        ///< Point estimate median(B) / median(A), as compare's.
+  double lower = 0;        ///< Lower bound; 0 when the sizes cannot give an interval at this level.
+  double upper = 0;        ///< Upper bound; +infinity when the sizes cannot give one.
+  double confidence = 0;   ///< Level the interval has (at least the one asked for).
+  bool bounded = false;    ///< False when the sizes are too small for the level: (0, +inf).
+};
+
+/// Distribution-free interval of the scale ratio B / A at level `confidence`:
+/// the pairwise log differences log(b_j) - log(a_i), sorted, from the c-th
+/// smallest to the c-th largest, c the largest with 2 P(U < c) <= 1 -
+/// confidence under the null distribution of U (exact up to
+/// kSequentialExactMaxSize a side, normal beyond). Exact coverage for A/A
+/// data at any size, so it can be taken to a level far beyond 95 %, which a
+/// percentile bootstrap of a few runs cannot. Throws runner::Error on an empty
+/// side, a value that is not finite and positive, or a level outside (0, 1).
+[[nodiscard]] RankRatioInterval rank_ratio_interval(const std::vector<double>& a,
+                                                    const std::vector<double>& b,
+                                                    double confidence);
+
+/// Sizes a side up to which rank_ratio_interval counts U's distribution exactly.
+inline constexpr std::size_t kSequentialExactMaxSize = 60;
+
+/// A design of repetitions that stop when the answer is known: one look
+/// after every round from min_repeats to max_repeats.
+struct SequentialDesign {
+  std::size_t min_repeats = 3;   ///< First round after which the data is looked at.
+  std::size_t max_repeats = 30;  ///< Last round; no look after it spends anything more.
+  double alpha = 0.05;           ///< Chance, over every look together, that an interval misses.
+};
+
+/// The first round whose look can decide: the least n >= min_repeats for
+/// which n runs a side reach a two-sided p of alpha / 2 (5 for alpha =
+/// 0.05), or max_repeats when none before it can. Throws runner::Error on a
+/// design with min_repeats < 2, max_repeats < min_repeats or alpha outside (0, 1).
+[[nodiscard]] std::size_t first_deciding_round(const SequentialDesign& design);
+
+/// The error spent at the look after round `round`: alpha / 2 at
+/// first_deciding_round, the other alpha / 2 in equal shares over the rounds
+/// after it up to max_repeats (all of alpha when it is the last), 0 before
+/// it; a round past max_repeats spends max_repeats' share again (runs
+/// recorded beyond the design). Summed over the rounds it is alpha, so by the
+/// union bound every interval of the sequence covers with probability at
+/// least 1 - alpha, however the looks are correlated.
+[[nodiscard]] double sequential_alpha(const SequentialDesign& design, std::size_t round);
+
+/// The interval of B / A at the look after round `round` (the repetitions
+/// each trial of the sides has): rank_ratio_interval at level 1 -
+/// sequential_alpha(design, round). Unbounded at a look that spends nothing.
+[[nodiscard]] RankRatioInterval sequential_ratio_interval(const std::vector<double>& a,
+                                                          const std::vector<double>& b,
+                                                          const SequentialDesign& design,
+                                                          std::size_t round);
 
 // --- verdict (verdict.cpp) -----------------------------------------------------------
 
