@@ -186,6 +186,7 @@ int handle_report(const Args& args, const Global& global) {
     if (auto ops = db.run_ops(run.row.id); !ops.empty()) in.ops[run.row.id] = std::move(ops);
   }
   in.history = history_of(db, in.runs);
+  in.claims = judge_claims(db, in.runs);
 
   const std::string page = render_report(in);
   if (!to_file) {

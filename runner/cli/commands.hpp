@@ -28,6 +28,7 @@ Command show_command();
 Command merge_command();
 Command rerun_command();
 Command compare_command();
+Command check_command();
 Command report_command();
 Command export_command();
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comparison.hpp"
+#include "runner/experiment/expect.hpp"
 #include "selection.hpp"
 
 namespace runner::cli {
@@ -35,6 +36,15 @@ struct ConfigDifference {
   std::string a, b;
 };
 
+/// One [[expect]] of a reported experiment, judged as `runner check` judges
+/// it (report_claims.cpp); or, with `note`, why its file's claims could not be read.
+struct ClaimRow {
+  std::string experiment;          ///< the experiment's name
+  Expectation expectation;         ///< as its newest recorded file states it
+  store::ExpectationResult result; ///< verdict, ratio and interval
+  std::string note;                ///< non-empty: nothing else is set
+};
+
 /// Everything a report shows.
 struct ReportInput {
   std::string selectors;     ///< as given on the command line
@@ -51,7 +61,14 @@ struct ReportInput {
   std::string compared_key;  ///< the --by key, "" for two selectors
   std::vector<ConfigDifference> config_differences;  ///< other than compared_key
   std::vector<HistoryPoint> history;
+  std::vector<ClaimRow> claims;  ///< the [[expect]] tables of the runs' experiments
 };
+
+/// Every [[expect]] of the experiments `runs` belong to (their newest
+/// recorded file that states any), judged from every finished run of their
+/// trials in `db`, in experiment then file order.
+[[nodiscard]] std::vector<ClaimRow> judge_claims(const store::Store& db,
+                                                 const std::vector<store::RunDetail>& runs);
 
 /// The whole page.
 [[nodiscard]] std::string render_report(const ReportInput& input);

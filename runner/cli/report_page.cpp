@@ -126,12 +126,14 @@ std::string render_report(const ReportInput& in) {
        << esc(in.database) << "</code>: " << in.runs.size() << " run(s) (" << esc(counts) << ") of "
        << trials.size() << " trial(s); generated " << esc(in.generated_at) << "</p>\n"
        << "<nav>" << (in.sides ? "<a href=\"#comparison\">comparison</a>" : "")
+       << (in.claims.empty() ? "" : "<a href=\"#claims\">claims</a>")
        << "<a href=\"#summary\">summary</a><a href=\"#runs-section\">runs</a><a href=\"#sweep\">sweep</a>"
           "<a href=\"#distributions\">step times</a><a href=\"#loss\">loss</a>"
           "<a href=\"#history\">history</a><a href=\"#details\">configuration and environment</a></nav>\n"
        << "<div id=\"report-problems\" hidden><strong>This page raised problems while drawing:</strong>"
           "<ul></ul></div>\n";
   if (in.sides) body << comparison_section(charts, in);
+  if (!in.claims.empty()) body << claims_section(charts, in);
   body << "<h2 id=\"summary\">Summary per trial</h2>\n" << summary_table(in, trials);
   body << "<h2 id=\"runs-section\">Runs</h2>\n" << runs_table(in);
   const std::string sweep = sweep_charts(charts, trials);

@@ -86,4 +86,9 @@ std::string comparison_section(Charts& charts, const ReportInput& in);
 // A trial's configuration and each of its runs' details.
 std::string trial_details(const ReportInput& in, const TrialGroup& g);
 
+// --- claims (report_claims.cpp) ---------------------------------------------------------
+
+// Each [[expect]]'s verdict, its ratio and interval drawn against the claimed bound.
+std::string claims_section(Charts& charts, const ReportInput& in);
+
 }  // namespace runner::cli::report

@@ -331,6 +331,18 @@ std::vector<TrialInfo> Store::trials_of_experiment(const std::string& name) cons
   });
 }
 
+std::vector<StoredSource> Store::experiment_sources(const std::string& name) const {
+  return with_context("cannot read the files of experiment '" + name + "'", [&] {
+    Statement query(db_.get(),
+                    "SELECT coalesce(source_path, ''), coalesce(source_text, '') FROM experiments "
+                    "WHERE name = ?1 ORDER BY id DESC");
+    query.bind_text(1, name);
+    std::vector<StoredSource> out;
+    while (query.step()) out.push_back({query.text(0), query.text(1)});
+    return out;
+  });
+}
+
 std::vector<RunningRun> Store::running_runs() const {
   return with_context("cannot list running runs", [&] {
     Statement query(db_.get(),

@@ -667,4 +667,46 @@ TEST_F(ReportCliTest, BadInputIsRefusedAndNothingIsWritten) {
   EXPECT_EQ(slurp(kept).rfind("<!DOCTYPE html>", 0), 0u);
 }
 
+// Issue 32: an experiment with [[expect]] gets a claims section: per claim its
+// verdict, claim and source, and a chart of the ratio with its interval
+// against the claimed bound, which Chromium draws without an error.
+TEST_F(ReportCliTest, ClaimsAreDrawnAgainstTheirBound) {
+  const fs::path db = dir_.path() / "claims.db";
+  const fs::path file = dir_.path() / "sizes.toml";
+  runner::test::write_file(
+      file,
+      "[experiment]\nname = \"sizes\"\nkind = \"kernel\"\nrepeats = 4\n"
+      "[kernel]\nplugin = \"good_scale\"\ncalls = 10\nwarmup = 1\nbuffers = 2\n"
+      "[sweep]\n\"kernel.shape\" = [[64, 8], [512, 512]]\n"
+      "[[expect]]\nclaim = \"a 512x larger input takes longer a call\"\nsource = \"arithmetic\"\n"
+      "metric = \"call_time\"\nby = \"kernel.shape\"\nbaseline = [64, 8]\nversus = [512, 512]\n"
+      "ratio_above = 5\n"
+      "[[expect]]\nclaim = \"the larger input is as fast\"\nmetric = \"call_time\"\n"
+      "by = \"kernel.shape\"\nbaseline = [64, 8]\nversus = [512, 512]\nequivalent_within = 0.1\n");
+  const Result ran = runner::test::run_runner("run " + file.string(), dir_.path(),
+                                              {db, runner::test::test_plugins("kernels")});
+  ASSERT_EQ(ran.code, 0) << ran.err;
+  const std::string html = page("experiment:sizes", "claims.html", db);
+  const std::string markup = markup_of(html);
+  EXPECT_NE(markup.find("<h2 id=\"claims\">Claims</h2>"), std::string::npos);
+  EXPECT_NE(markup.find("<a href=\"#claims\">claims</a>"), std::string::npos);
+  EXPECT_NE(markup.find("a 512x larger input takes longer a call"), std::string::npos);
+  EXPECT_NE(markup.find("<td>arithmetic</td>"), std::string::npos);
+  EXPECT_NE(markup.find("verdict-holds\">holds"), std::string::npos);
+  EXPECT_NE(markup.find("verdict-refuted\">refuted"), std::string::npos);
+  // The bounds are drawn: 5, and 0.9 and 1.1 for +-10 %.
+  EXPECT_NE(html.find("\"edge\":5.0"), std::string::npos);
+  EXPECT_NE(html.find("\"edge\":0.9"), std::string::npos);
+  EXPECT_NE(html.find("\"edge\":1.1"), std::string::npos);
+  // A report of an experiment without claims has no such section.
+  EXPECT_EQ(page("experiment:sweep", "no_claims.html").find("id=\"claims\""), std::string::npos);
+  if (chromium().empty()) GTEST_SKIP() << "no Chromium on this machine (scripts/dev installs it)";
+  const Rendered r = render(dir_.path() / "claims.html", "report-claims", dir_.path());
+  EXPECT_NE(r.html_tag.find("data-errors=\"0\""), std::string::npos) << r.html_tag;
+  EXPECT_NE(r.html_tag.find("data-charts=\"rendered " +
+                            std::to_string(count_of(html, "<div class=\"chart\" data-spec=")) + "\""),
+            std::string::npos)
+      << r.html_tag;
+}
+
 }  // namespace

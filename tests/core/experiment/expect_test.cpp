@@ -163,7 +163,7 @@ TEST_F(ExpectTest, RequiredKeysAndTypes) {
   EXPECT_THROW_MSG(static_cast<void>(expand(with("claim = 3\n"))), Error,
                    at(12, 1) + "'expect.claim' must be a string, found an integer");
   EXPECT_THROW_MSG(static_cast<void>(expand("expect = 1\n" + kMinimal)), Error,
-                   at(1, 1) + "'expect' must be an array of tables, found an integer");
+                   at(1, 10) + "'expect' must be an array of tables, found an integer");
 }
 
 }  // namespace

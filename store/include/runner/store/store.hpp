@@ -214,6 +214,12 @@ struct TrialInfo {
   std::string identity;
 };
 
+/// An experiment file as recorded: where it was read from and its text.
+struct StoredSource {
+  std::string path;  ///< as given to `run` ("" if not recorded)
+  std::string text;  ///< its full text
+};
+
 /// A trial row of some experiment that shares an identity (trials_of_identity).
 struct IdentityTrial {
   std::int64_t id = 0;          ///< the trial's row (`trial:N`)
@@ -371,6 +377,8 @@ class Store {
   [[nodiscard]] std::vector<IdentityTrial> trials_of_identity(const std::string& identity) const;
   /// Every trial of every experiment row named `name`, oldest first.
   [[nodiscard]] std::vector<TrialInfo> trials_of_experiment(const std::string& name) const;
+  /// The files recorded under experiment name `name` (one per distinct text), newest first.
+  [[nodiscard]] std::vector<StoredSource> experiment_sources(const std::string& name) const;
   /// Runs whose stored status is "running" (their process may be alive or gone).
   [[nodiscard]] std::vector<RunningRun> running_runs() const;
   /// The peak FLOP/s measured on this fingerprint for a device and dtype, if any.
