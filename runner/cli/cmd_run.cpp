@@ -25,6 +25,7 @@
 #include "runner/experiment/experiment.hpp"
 #include "runner/host/host.hpp"
 #include "runner/process/isolation.hpp"
+#include "runner/scheduler/auto_repeats.hpp"
 #include "runner/scheduler/job.hpp"
 #include "runner/scheduler/scheduler.hpp"
 #include "runner/store/statistics.hpp"
@@ -117,6 +118,12 @@ class PrintingObserver final : public RunObserver {
     for (const std::string& line : sharing_lines(sweep_, planned_trials(), options_))
       spdlog::info("{}", line);
     for (const std::string& line : decidability_lines(sweep_)) spdlog::info("{}", line);
+    for (const PreparedExperiment* p : sweep_)
+      if (p->first().auto_repeats) spdlog::info("{}", auto_repeats_line(*p));
+  }
+
+  void on_round_look(std::int64_t /*round*/, const std::string& finding) override {
+    spdlog::info("repeats = \"auto\": {}", finding);
   }
 
   void on_run_started(const RunStarted& run) override {
@@ -226,6 +233,7 @@ class PrintingObserver final : public RunObserver {
       std::cout << trial_column_note() << "\n";
     }
     std::cout << "recorded in " << global_.db.string() << "\n";
+    if (!result.auto_stop.empty()) std::cout << "repeats = \"auto\": " << result.auto_stop << "\n";
     if (result.stop == StopReason::interrupted) {
       spdlog::warn("interrupted: {} of {} runs done; run the same command again to resume",
                    result.done, result.planned);

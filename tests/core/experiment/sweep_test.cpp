@@ -351,7 +351,8 @@ TEST_F(SweepTest, KeysThatAreTheSameForEveryTrial) {
   EXPECT_EQ(std::string(e.what()), at(9, 1) + "'experiment.kind' cannot vary between trials");
   EXPECT_EQ(e.hint(),
             "these keys are the same for every trial: experiment.name, experiment.description, "
-            "experiment.kind, experiment.repeats, experiment.timeout, train.save_to, "
+            "experiment.kind, experiment.repeats, experiment.min_repeats, experiment.max_repeats, "
+            "experiment.time_budget, experiment.timeout, train.save_to, "
             "distributed.timeout, "
             "plugins.path");
   EXPECT_THROW_MSG(static_cast<void>(expand(kMinimal + "[[trial]]\n\"experiment.repeats\" = 2\n")),

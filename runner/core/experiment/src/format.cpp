@@ -314,6 +314,22 @@ std::int64_t Checker::read_warmup(const toml::node& node, const std::string& dot
                  " or \"auto\", found " + found);
 }
 
+std::int64_t Checker::read_repeats(const toml::node& node, const std::string& dotted) const {
+  if (const auto* text = node.as_string(); text != nullptr && text->get() == "auto") return -1;
+  if (const auto* integer = node.as_integer();
+      integer != nullptr && integer->get() >= 1 && integer->get() <= kMaxRepeats)
+    return integer->get();
+  if (const auto* integer = node.as_integer())
+    fail(node, "'" + dotted + "' must be between 1 and " + std::to_string(kMaxRepeats) +
+                   ", found " + std::to_string(integer->get()));
+  std::string found = describe(node);
+  if (const auto* text = node.as_string()) found = json_quote(text->get());
+  fail(node, "'" + dotted + "' must be a count between 1 and " + std::to_string(kMaxRepeats) +
+                 " or \"auto\", found " + found,
+       "\"auto\" runs rounds from min_repeats to max_repeats until every [[expect]] is "
+       "decided");
+}
+
 // Integers are accepted where a number is expected: `lr = 1` is a number.
 double Checker::read_number(const OptionSpec& spec, const toml::node& node,
                             const std::string& dotted, const std::string& hint) const {

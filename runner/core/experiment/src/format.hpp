@@ -31,6 +31,7 @@ enum class KeyRole {
   path_list,  // a string or a list of strings, resolved against the writing file's folder
   duration,   // "90s", "1h30m", or a positive number of seconds
   warmup,     // a step count >= 0, or "auto" (steady-state detection)
+  repeats,    // a count from 1, or "auto" (rounds that stop when the answer is known)
   path,       // one string, resolved against the writing file's folder; apply gets it absolute
 };
 
@@ -168,6 +169,8 @@ class Checker {
                                      double min_seconds, double max_seconds) const;
   /// A warm-up: an integer >= 0, or the string "auto" (returned as -1).
   [[nodiscard]] std::int64_t read_warmup(const toml::node& node, const std::string& dotted) const;
+  /// [experiment] repeats: 1..kMaxRepeats, or "auto" as -1.
+  [[nodiscard]] std::int64_t read_repeats(const toml::node& node, const std::string& dotted) const;
 
  private:
   double read_number(const OptionSpec& spec, const toml::node& node, const std::string& dotted,

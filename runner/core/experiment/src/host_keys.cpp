@@ -59,7 +59,28 @@ ParsedExperiment::HostConfig ParsedExperiment::check_host(
   check_runtime(config.experiment);
   check_weights(sections, config);
   check_key_combinations(config.experiment);
+  if (config.experiment.auto_repeats) config.experiment.repeats = config.experiment.max_repeats;
   return config;
+}
+
+// min_repeats, max_repeats and time_budget shape repeats = "auto" only.
+template <typename Fail>
+void check_auto_repeats(const Experiment& e, const Fail& fail_at) {
+  if (!e.auto_repeats) {
+    for (const char* key : {"min_repeats", "max_repeats", "time_budget"})
+      if (e.key_where.count(std::string("experiment.") + key) != 0)
+        fail_at(std::string("experiment.") + key,
+                std::string("'experiment.") + key + "' is only read with repeats = \"auto\"",
+                "set repeats = \"auto\" to stop the rounds when the answer is known, or remove " +
+                    std::string(key));
+    return;
+  }
+  if (e.min_repeats > e.max_repeats)
+    fail_at(e.key_where.count("experiment.min_repeats") != 0 ? "experiment.min_repeats"
+                                                              : "experiment.max_repeats",
+            "'experiment.min_repeats' (" + std::to_string(e.min_repeats) +
+                ") is more than 'experiment.max_repeats' (" + std::to_string(e.max_repeats) + ")",
+            "the rounds run from min_repeats to at most max_repeats");
 }
 
 // Combinations of host keys that cannot run, each reported at the key that
@@ -70,6 +91,7 @@ void ParsedExperiment::check_key_combinations(const Experiment& e) const {
     const auto it = e.key_where.find(dotted);
     throw Error(it != e.key_where.end() ? it->second : check_.nowhere(), message, hint);
   };
+  check_auto_repeats(e, fail_at);
   if (e.device.type == "cpu")
     for (const std::string& key : e.device.cuda_only_keys())
       fail_at(key, "'" + key + "' is a CUDA setting, but device.type = \"cpu\"",
@@ -163,6 +185,9 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
         break;
       case KeyRole::warmup:
         host->apply(config.experiment, OptionValue{check_.read_warmup(*item.node, dotted)});
+        break;
+      case KeyRole::repeats:
+        host->apply(config.experiment, OptionValue{check_.read_repeats(*item.node, dotted)});
         break;
       case KeyRole::value: {
         const OptionValue value = check_.read(host->spec, *item.node, dotted, {});

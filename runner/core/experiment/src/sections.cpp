@@ -32,6 +32,21 @@ const std::vector<SectionSpec>& section_specs() {
     timeout.role = KeyRole::duration;
     timeout.spec.min = kMinRunTimeoutSeconds;
     timeout.spec.max = kMaxRunTimeoutSeconds;
+    // "auto" (read as -1): rounds that stop when the answer is known.
+    HostKey repeats = integer_key("repeats", 1, 1, kMaxRepeats,
+                                  "independent repetitions of every trial, or \"auto\"",
+                                  [](Experiment& e, const OptionValue& v) {
+                                    e.auto_repeats = int_of(v) < 0;
+                                    if (!e.auto_repeats) e.repeats = int_of(v);
+                                  });
+    repeats.role = KeyRole::repeats;
+    HostKey time_budget = without_default(
+        HostKey{spec_of("time_budget", OptionType::number, std::nullopt,
+                        "repeats = \"auto\": no round starts after this long: \"20m\", \"2h\""),
+                [](Experiment& e, const OptionValue& v) { e.time_budget_s = std::get<double>(v); }});
+    time_budget.role = KeyRole::duration;
+    time_budget.spec.min = kMinRunTimeoutSeconds;
+    time_budget.spec.max = kMaxRunTimeoutSeconds;
     s.push_back({"experiment", std::nullopt, {},
                  {fixed(name),
                   fixed(string_key("description", "", {}, "free text",
@@ -46,11 +61,18 @@ const std::vector<SectionSpec>& section_specs() {
                                    })),
                   integer_key("seed", 0, 0, std::nullopt, "global seed",
                               [](Experiment& e, const OptionValue& v) { e.seed = int_of(v); }),
-                  fixed(integer_key("repeats", 1, 1, kMaxRepeats,
-                                    "independent repetitions of every trial",
+                  fixed(repeats),
+                  fixed(integer_key("min_repeats", 3, 2, kMaxRepeats,
+                                    "repeats = \"auto\": rounds before the first look",
                                     [](Experiment& e, const OptionValue& v) {
-                                      e.repeats = int_of(v);
+                                      e.min_repeats = int_of(v);
                                     })),
+                  fixed(integer_key("max_repeats", 30, 2, kMaxRepeats,
+                                    "repeats = \"auto\": the most rounds",
+                                    [](Experiment& e, const OptionValue& v) {
+                                      e.max_repeats = int_of(v);
+                                    })),
+                  fixed(time_budget),
                   fixed(timeout)}});
 
     s.push_back({"device", std::nullopt, {},

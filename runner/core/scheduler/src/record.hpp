@@ -42,4 +42,10 @@ inline constexpr std::size_t kMaxErrorBytes = 2000;
 /// backtrace after it), at most kMaxErrorBytes long.
 [[nodiscard]] std::string failure_reason(const std::string& what);
 
+/// "progress STEP TOTAL LOSS STEPS_PER_S DATA_SHARE\n": how a fresh run
+/// process reports progress to the scheduler (NaN written as "nan").
+[[nodiscard]] std::string progress_line(const Progress& p);
+/// The progress a line of progress_line() holds; nullopt for any other line.
+[[nodiscard]] std::optional<Progress> parse_progress_line(const std::string& line);
+
 }  // namespace runner

@@ -1,6 +1,8 @@
 // What happens inside a run process, and how the scheduler records a run
 // process that ended without recording its own verdict.
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "liveness.hpp"
@@ -149,6 +151,32 @@ void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& e
                     {}, {});
       break;
   }
+}
+
+// "progress STEP TOTAL LOSS STEPS_PER_S DATA_SHARE": how a fresh run process
+// reports progress (NaN written as "nan").
+std::string progress_line(const Progress& p) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "progress " << p.step << " " << p.total_steps << " " << p.last_loss << " "
+      << p.steps_per_s << " " << p.data_share << "\n";
+  return out.str();
+}
+
+std::optional<Progress> parse_progress_line(const std::string& line) {
+  std::istringstream in(line);
+  std::string tag, loss, share;
+  Progress p;
+  if (!(in >> tag >> p.step >> p.total_steps >> loss >> p.steps_per_s >> share) ||
+      tag != "progress")
+    return std::nullopt;
+  const auto nan_or = [](const std::string& text) {
+    const auto value = parse_double(text);
+    return value ? *value : std::numeric_limits<double>::quiet_NaN();
+  };
+  p.last_loss = nan_or(loss);
+  p.data_share = nan_or(share);
+  return p;
 }
 
 }  // namespace runner

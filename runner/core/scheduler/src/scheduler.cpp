@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "liveness.hpp"
+#include "runner/scheduler/auto_repeats.hpp"
 #include "record.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/sha256.hpp"
@@ -156,32 +157,6 @@ int run_and_record(const std::filesystem::path& db_path, std::int64_t run_id, in
     }
     return 1;
   }
-}
-
-// "progress STEP TOTAL LOSS STEPS_PER_S DATA_SHARE": how a fresh run process
-// reports progress (NaN written as "nan").
-std::string progress_line(const Progress& p) {
-  std::ostringstream out;
-  out.precision(17);
-  out << "progress " << p.step << " " << p.total_steps << " " << p.last_loss << " "
-      << p.steps_per_s << " " << p.data_share << "\n";
-  return out.str();
-}
-
-std::optional<Progress> parse_progress_line(const std::string& line) {
-  std::istringstream in(line);
-  std::string tag, loss, share;
-  Progress p;
-  if (!(in >> tag >> p.step >> p.total_steps >> loss >> p.steps_per_s >> share) ||
-      tag != "progress")
-    return std::nullopt;
-  const auto nan_or = [](const std::string& text) {
-    const auto value = parse_double(text);
-    return value ? *value : std::numeric_limits<double>::quiet_NaN();
-  };
-  p.last_loss = nan_or(loss);
-  p.data_share = nan_or(share);
-  return p;
 }
 
 // The request a fresh run process reads: enough to prepare the same trial
@@ -397,6 +372,7 @@ std::vector<PlannedAction> plan_sweep(const PreparedExperiment& p,
 }
 
 std::vector<PlannedAction> plan_sweep(const Sweep& sweep, const SchedulerOptions& options) {
+  check_auto_repeats(sweep, options.shard);
   const std::vector<Slot> slots = slots_of(sweep);
   std::vector<std::vector<store::TrialRun>> existing(slots.size());
   // Nothing recorded yet: no file, or one that a runner started beside this
@@ -445,6 +421,7 @@ SweepResult run_sweep(const PreparedExperiment& p, const SchedulerOptions& optio
 
 SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
                       RunObserver& observer) {
+  check_auto_repeats(sweep, options.shard);
   const std::vector<Slot> slots = slots_of(sweep);
   if (options.isolation == Isolation::none)
     for (const Slot& slot : slots) {
@@ -511,8 +488,12 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
   Interrupts::install();
   const ProcessIdentity me = this_process();
   double spent_s = 0;
+  // repeats = "auto": the runs are the rounds up to max_repeats, judged before each.
+  std::optional<AutoRounds> rounds;
+  if (is_auto(sweep)) rounds.emplace(sweep, options.start, observer);
   for (const PlannedRun& r : todo) {
     if (Interrupts::count() > 0) break;
+    if (rounds && rounds->stop_before(r.repeat, *connection)) break;
     const Slot& slot = slots[r.trial];
     const Trial& trial = slot.get();
     store::RunStart start;
@@ -583,6 +564,7 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
     }
   }
   if (Interrupts::count() > 0) result.stop = StopReason::interrupted;
+  if (rounds && result.stop == StopReason::none) result.auto_stop = rounds->finish(*connection);
   return result;
 }
 

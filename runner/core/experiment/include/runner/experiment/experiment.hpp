@@ -251,7 +251,14 @@ struct Experiment {
   std::string description;            ///< [experiment] description
   RunKind kind = RunKind::train;      ///< [experiment] kind
   std::int64_t seed = 0;              ///< global seed, >= 0
-  std::int64_t repeats = 1;           ///< repetitions of every trial, >= 1
+  std::int64_t repeats = 1;           ///< repetitions of every trial, >= 1 (auto: max_repeats)
+  /// repeats = "auto": rounds of one repetition of every trial that stop
+  /// once every expectation is decided (docs/method.md, "Repetitions that
+  /// stop when the answer is known").
+  bool auto_repeats = false;
+  std::int64_t min_repeats = 3;          ///< auto: rounds before the first look
+  std::int64_t max_repeats = 30;         ///< auto: the most rounds
+  std::optional<double> time_budget_s;   ///< auto: no round starts once this much time has passed
   double timeout_s = 3600.0;          ///< per-run time limit in seconds ([experiment] timeout), > 0
 
   DeviceSettings device;

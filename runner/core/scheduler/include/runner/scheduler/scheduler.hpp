@@ -147,6 +147,9 @@ struct SweepResult {
   std::int64_t failures = 0;           ///< runs that ended other than finished or interrupted
   std::int64_t consecutive_failures = 0;
   StopReason stop = StopReason::none;
+  /// repeats = "auto": why the rounds ended ("after 5 round(s): 1 of 1
+  /// expectation(s) decided ..."); empty for a fixed number of repeats.
+  std::string auto_stop;
 };
 
 /// Receives what the scheduler does. Every method has an empty default.
@@ -159,6 +162,8 @@ class RunObserver {
   virtual void on_run_started(const RunStarted& run) {}
   virtual void on_progress(const RunStarted& run, const Progress& progress) {}
   virtual void on_run_ended(const RunEnded& run) {}
+  /// repeats = "auto": what the look before round `round` found (`round` rounds are done).
+  virtual void on_round_look(std::int64_t round, const std::string& finding) {}
 };
 
 /// The runs a sweep plans, in order, with what resume would decide for each,
