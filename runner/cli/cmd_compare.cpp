@@ -353,7 +353,8 @@ Command compare_command() {
                        false},
                       {"--all-differences", "", "also list benign fingerprint differences", false}});
   def.details =
-      "A and B are RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME; only finished\n"
+      "A and B are RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME or\n"
+      "label:KEY=VALUE (e.g. label:commit=abc123); only finished\n"
       "runs count, and each run contributes one value per metric (its median step time, its\n"
       "throughput). Fewer than 5 runs per side is flagged as unreliable.\n"
       "\n"

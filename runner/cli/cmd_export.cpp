@@ -98,10 +98,11 @@ Command export_command() {
        false},
   };
   def.details =
-      "SELECTORs are RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME; every\n"
-      "selected run is exported, failed and interrupted ones included. Each row starts with\n"
-      "the run's columns, then one column per configuration key (optimizer.lr,\n"
-      "train.steps; top-level keys as config.seed). Load with pandas.read_csv(FILE),\n"
+      "SELECTORs are RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME or\n"
+      "label:KEY=VALUE; every selected run is exported, failed and interrupted ones included.\n"
+      "Each row starts with the run's columns, then one column per configuration key\n"
+      "(optimizer.lr, train.steps; top-level keys as config.seed), then one per run label\n"
+      "(label.commit). Load with pandas.read_csv(FILE),\n"
       "pandas.read_json(FILE, precise_float=True) or pandas.read_parquet(FILE); the columns\n"
       "are listed in docs/export.md. Parquet is written by pyarrow in the Python named by\n"
       "RUNNER_PYTHON (default: the build's Python, else python3).";

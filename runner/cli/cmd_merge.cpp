@@ -96,7 +96,8 @@ int handle_merge(const Args& args, const Global& /*global*/) {
       {"run_plugins", &total.run_plugins},   {"samples", &total.samples},
       {"summaries", &total.summaries},       {"metrics", &total.metrics},
       {"evaluations", &total.evaluations},   {"run_files", &total.run_files},
-      {"run_attributes", &total.run_attributes}, {"run_ops", &total.run_ops}};
+      {"run_attributes", &total.run_attributes}, {"run_ops", &total.run_ops},
+      {"run_labels", &total.run_labels}};
   for (const auto& [name, c] : rows)
     table.add({name, std::to_string(c->added), std::to_string(c->present)});
   table.print(std::cout);

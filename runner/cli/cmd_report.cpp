@@ -218,7 +218,8 @@ Command report_command() {
        false}};
   for (OptionDef& option : side_options()) def.options.push_back(std::move(option));
   def.details =
-      "SELECTOR is RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME, as for compare;\n"
+      "SELECTOR is RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME or\n"
+      "label:KEY=VALUE, as for compare;\n"
       "every selected run is shown, failed and interrupted ones included. Two selectors (or\n"
       "--by) add a comparison of their finished runs: the fingerprint diff, the ratio per\n"
       "metric with its confidence interval as a forest plot, and the verdicts. The page holds\n"

@@ -21,6 +21,7 @@
 #include "table.hpp"
 #include "trial_names.hpp"
 #include "runner/common/error.hpp"
+#include "runner/common/labels.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/experiment/experiment.hpp"
 #include "runner/host/host.hpp"
@@ -422,6 +423,13 @@ int run_experiments(const std::vector<std::string>& files, const Global& global,
   }
   Sweep sweep;
   for (const PreparedExperiment& p : prepared) sweep.push_back(&p);
+  // A bad label (say, $GITHUB_SHA) is known before anything is written; the
+  // scheduler resolves the same labels again for each run it records.
+  for (const PreparedExperiment& p : prepared) {
+    const Labels labels = resolve_labels(p.first().labels, flags.options.labels, ::getenv);
+    if (!labels.empty() && !flags.dry_run && !follower)
+      spdlog::info("{}: runs labelled {}", p.first().name, labels_text(labels));
+  }
   const std::chrono::milliseconds job_timeout =
       job ? check_job(sweep, *job) : std::chrono::milliseconds(0);
   if (flags.dry_run) return print_dry_run(sweep, flags.options);
@@ -476,6 +484,14 @@ RunFlags run_flags(const Args& args, const Global& global) {
     o.max_consecutive_failures =
         parse_integer(args.get("--max-consecutive-failures"), "--max-consecutive-failures", 0);
   if (args.has("--shard")) o.shard = parse_shard(args.get("--shard"));
+  if (auto it = args.values.find("--label"); it != args.values.end())
+    for (const std::string& argument : it->second) {
+      auto [key, value] = parse_label_argument(argument);
+      if (const auto [at, added] = o.labels.emplace(key, value); !added)
+        throw Error("--label " + key + " is given twice ('" + terminal_safe(at->second) +
+                        "', then '" + terminal_safe(value) + "')",
+                    "give each label once");
+    }
   return f;
 }
 
@@ -511,6 +527,8 @@ Command run_command() {
        false},
       {"--shard", "K/N", "run only shard K of N (deterministic; merge with 'runner merge')",
        false},
+      {"--label", "KEY=VALUE",
+       "record a label with every run (e.g. commit=abc123); over [experiment] labels", true},
   };
   def.details =
       "Everything is checked before anything is written: a bad file, an unknown plugin,\n"
@@ -521,6 +539,8 @@ Command run_command() {
       "Several files run as one interleaved schedule (A1 B1 A2 B2 ...), each recorded\n"
       "under its own experiment: compare them with 'runner compare experiment:A experiment:B'.\n"
       "A trial whose [env] or allocator differs from runner's own runs in a fresh process.\n"
+      "Labels (--label, [experiment] labels) describe runs without changing their identity;\n"
+      "commit comes from $RUNNER_LABEL_COMMIT, $GITHUB_SHA or $CI_COMMIT_SHA when not given.\n"
       "Ctrl-C stops the current run cleanly (interrupted); a second Ctrl-C kills it.\n"
       "Exit codes: 0 all runs finished, 1 a run failed, 2 bad input or usage, 130 interrupted.";
   return {def, &handle_run};

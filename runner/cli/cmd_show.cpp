@@ -13,6 +13,7 @@
 #include "table.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/json.hpp"
+#include "runner/common/labels.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/store/statistics.hpp"
 #include "runner/store/store.hpp"
@@ -124,6 +125,7 @@ int handle_show(const Args& args, const Global& global) {
   std::cout << "run " << r.id << "  " << terminal_safe(r.experiment) << "  (" << r.kind
             << ", trial:" << r.trial_id << ", repeat " << r.repeat_index << ")\n";
   if (!r.label.empty()) std::cout << "trial:    " << terminal_safe(r.label) << "\n";
+  if (!run->labels.empty()) std::cout << "labels:   " << labels_text(run->labels) << "\n";
   std::cout << "status:   " << r.status << "\n"
             << "started:  " << terminal_safe(r.started_at) << "\n"
             << "finished: " << (r.finished_at.empty() ? "-" : terminal_safe(r.finished_at)) << "\n"

@@ -271,6 +271,17 @@ ExportTable::ExportTable(const store::Store& db, std::vector<store::RunDetail> r
     columns_.push_back({config_column(key), common_type(values)});
     types.push_back(columns_.back().type);
   }
+  // Then the runs' labels, label.KEY (text; NULL where a run has none).
+  std::set<std::string> label_keys;
+  for (const auto& run : runs_)
+    for (const auto& [key, value] : run.labels) label_keys.insert(key);
+  for (const std::string& key : label_keys) {
+    if (!names.insert("label." + key).second)
+      throw Error("cannot export the label '" + key + "': its column 'label." + key +
+                      "' is already taken",
+                  {}, ErrorKind::run);
+    columns_.push_back({"label." + key, ColumnType::text});
+  }
   for (std::size_t r = 0; r < runs_.size(); ++r) {
     auto& cells = config_.emplace_back();
     std::size_t k = 0;
@@ -282,6 +293,10 @@ ExportTable::ExportTable(const store::Store& db, std::vector<store::RunDetail> r
       else
         cells.push_back(config_cell(value->second, text->second, types[k]));
       ++k;
+    }
+    for (const std::string& key : label_keys) {
+      const auto it = runs_[r].labels.find(key);
+      cells.push_back(it == runs_[r].labels.end() ? Cell{} : Cell{it->second});
     }
   }
 }

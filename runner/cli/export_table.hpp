@@ -1,6 +1,6 @@
 // The tables of `runner export` (docs/export.md): one row per run, step,
 // summary or metric of the selected runs, the run's columns first, then one
-// column per configuration key; written as CSV (RFC 4180), JSON records, or
+// column per configuration key, then one per run label (label.KEY); written as CSV (RFC 4180), JSON records, or
 // JSON Lines for the parquet converter (export_parquet.hpp).
 #pragma once
 
@@ -48,10 +48,11 @@ class ExportTable {
   /// Reads what it needs about `runs` from `db` (which must outlive the table).
   ExportTable(const store::Store& db, std::vector<store::RunDetail> runs, ExportWhat what);
 
-  /// The fixed columns of `what`, then the configuration columns.
+  /// The fixed columns of `what`, then the configuration columns, then the
+  /// label columns (label.KEY).
   [[nodiscard]] const std::vector<ExportColumn>& columns() const { return columns_; }
 
-  /// Receives a row as its fixed cells and its configuration cells (the run's).
+  /// Receives a row as its fixed cells and its configuration and label cells (the run's).
   using RowSink = std::function<void(const std::vector<Cell>& fixed, const std::vector<Cell>& config)>;
   /// Calls `sink` with every row, in run order (selector order), then step,
   /// metric or name order; returns the number of rows.
@@ -62,7 +63,7 @@ class ExportTable {
   std::vector<store::RunDetail> runs_;
   ExportWhat what_;
   std::vector<ExportColumn> columns_;
-  std::vector<std::vector<Cell>> config_;  ///< per run, one cell per configuration column
+  std::vector<std::vector<Cell>> config_;  ///< per run, one cell per configuration and label column
 };
 
 /// The fixed columns of `what`, before the configuration columns.

@@ -11,6 +11,7 @@
 
 #include "runner/common/error.hpp"
 #include "runner/common/json.hpp"
+#include "runner/common/labels.hpp"
 #include "runner/common/strings.hpp"
 
 namespace runner::cli {
@@ -60,9 +61,19 @@ Side select(const store::Store& db, const std::string& selector, RunFilter filte
       throw Error("no experiment named '" + rest + "' in the database",
                   "run 'runner runs' to see the recorded experiments");
     for (const auto& t : trials) add_trial(db, t.id, filter, side, seen);
+  } else if (kind == "label") {
+    // label:KEY=VALUE: the runs that carry it, oldest first (a CI's commit).
+    const auto eq = rest.find('=');
+    const std::string key = rest.substr(0, eq);
+    if (eq == std::string::npos || !label_key_problem(key).empty() || eq + 1 == rest.size())
+      throw Error("cannot read the selector '" + selector + "': expected label:KEY=VALUE",
+                  "e.g. label:commit=abc123 (runs recorded with --label commit=abc123)");
+    for (const std::int64_t id : db.runs_with_label(key, rest.substr(eq + 1)))
+      add_run(db, id, filter, side, seen);
   } else {
     throw Error("cannot read the selector '" + selector +
-                    "': expected RUN_ID, run:ID[,ID...], trial:ID[,ID...] or experiment:NAME",
+                    "': expected RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME or "
+                    "label:KEY=VALUE",
                 "e.g. runner compare trial:1 trial:2");
   }
   return side;

@@ -1,5 +1,6 @@
 // Which runs a command reads: the selectors of `compare`, `report` and
-// `export` (RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME), the
+// `export` (RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME,
+// label:KEY=VALUE), the
 // split of one experiment by a swept key (--by, split_by.cpp) with the options
 // that ask for it, and the values of dotted configuration keys in a trial's resolved
 // configuration and sweep label.
@@ -28,7 +29,8 @@ struct Side {
 /// export show every run, failed and interrupted ones included.
 enum class RunFilter { finished, all };
 
-/// The runs of "12", "run:12,13", "trial:3[,4]" or "experiment:NAME". Throws
+/// The runs of "12", "run:12,13", "trial:3[,4]", "experiment:NAME" or
+/// "label:KEY=VALUE" (the runs recorded with that label, oldest first). Throws
 /// runner::Error (input) for a run or experiment that is not in the database
 /// and for a selector of another form.
 [[nodiscard]] Side select(const store::Store& db, const std::string& selector,

@@ -28,7 +28,8 @@ MergeCounts& MergeCounts::operator+=(const MergeCounts& other) {
         std::pair{&run_plugins, &other.run_plugins}, std::pair{&samples, &other.samples},
         std::pair{&summaries, &other.summaries}, std::pair{&metrics, &other.metrics},
         std::pair{&evaluations, &other.evaluations}, std::pair{&run_files, &other.run_files},
-        std::pair{&run_attributes, &other.run_attributes}, std::pair{&run_ops, &other.run_ops}}) {
+        std::pair{&run_attributes, &other.run_attributes}, std::pair{&run_ops, &other.run_ops},
+        std::pair{&run_labels, &other.run_labels}}) {
     mine->added += theirs->added;
     mine->present += theirs->present;
   }
@@ -97,6 +98,7 @@ class Merger {
              {"name", "input_shapes", "calls", "self_cpu_ns", "total_cpu_ns", "self_cuda_ns",
               "total_cuda_ns"},
              counts_.run_ops);
+    children("run_labels", {"name", "value"}, counts_.run_labels);
     return counts_;
   }
 

@@ -510,11 +510,24 @@ CREATE TABLE run_ops (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 12 (run labels): free KEY=VALUE pairs per run (the commit under
+// test, the branch), written with the run's claim and never part of a
+// trial's identity; the index serves selectors such as label:commit=abc123.
+constexpr const char* kSchemaV12 = R"sql(
+CREATE TABLE run_labels (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name   TEXT NOT NULL CHECK (name <> ''),
+  value  TEXT NOT NULL,
+  PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+CREATE INDEX run_labels_name_value ON run_labels(name, value);
+)sql";
+
 #undef RUNNER_NOW
 
-constexpr std::array<const char*, 11> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
-                                                     kSchemaV5, kSchemaV6, kSchemaV7, kSchemaV8,
-                                                     kSchemaV9, kSchemaV10, kSchemaV11};
+constexpr std::array<const char*, 12> kMigrations = {
+    kSchemaV1, kSchemaV2, kSchemaV3,  kSchemaV4,  kSchemaV5,  kSchemaV6,
+    kSchemaV7, kSchemaV8, kSchemaV9, kSchemaV10, kSchemaV11, kSchemaV12};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kSchemaVersion),
               "one migration step per schema version");
 

@@ -207,7 +207,40 @@ std::optional<RunDetail> Store::get_run(std::int64_t run_id) const {
       query.bind_int(1, run_id);
       if (query.step()) detail.sample_count = query.int64(0);
     }
+    detail.labels = labels_of_run(run_id);
     return detail;
+  });
+}
+
+Labels Store::labels_of_run(std::int64_t run_id) const {
+  return with_context("cannot read the labels of run " + std::to_string(run_id), [&] {
+    Statement query(db_.get(), "SELECT name, value FROM run_labels WHERE run_id = ?1");
+    query.bind_int(1, run_id);
+    Labels out;
+    while (query.step()) out.emplace(query.text(0), query.text(1));
+    return out;
+  });
+}
+
+std::map<std::int64_t, Labels> Store::labels_of_runs() const {
+  return with_context("cannot read the labels of the runs", [&] {
+    Statement query(db_.get(), "SELECT run_id, name, value FROM run_labels");
+    std::map<std::int64_t, Labels> out;
+    while (query.step()) out[query.int64(0)].emplace(query.text(1), query.text(2));
+    return out;
+  });
+}
+
+std::vector<std::int64_t> Store::runs_with_label(const std::string& key,
+                                                 const std::string& value) const {
+  return with_context("cannot read the runs labelled " + key + "=" + value, [&] {
+    Statement query(db_.get(),
+                    "SELECT run_id FROM run_labels WHERE name = ?1 AND value = ?2 ORDER BY run_id");
+    query.bind_text(1, key);
+    query.bind_text(2, value);
+    std::vector<std::int64_t> out;
+    while (query.step()) out.push_back(query.int64(0));
+    return out;
   });
 }
 
@@ -280,13 +313,24 @@ std::vector<TrialRun> Store::runs_of_trial(std::int64_t trial_id) const {
   });
 }
 
-std::vector<TrialRun> Store::runs_of_identity(const std::string& identity) const {
+std::vector<TrialRun> Store::runs_of_identity(const std::string& identity,
+                                               const Labels& labels) const {
   return with_context("cannot read the runs of trial " + identity.substr(0, 12), [&] {
-    Statement query(db_.get(),
-                    "SELECT runs.id, runs.repeat_index, runs.rank, " RUNNER_EFFECTIVE_STATUS("runs")
-                    ", runs.status FROM runs JOIN trials ON trials.id = runs.trial_id "
-                    "WHERE trials.identity = ?1 ORDER BY runs.repeat_index, runs.rank, runs.id");
+    std::string sql =
+        "SELECT runs.id, runs.repeat_index, runs.rank, " RUNNER_EFFECTIVE_STATUS("runs")
+        ", runs.status FROM runs JOIN trials ON trials.id = runs.trial_id "
+        "WHERE trials.identity = ?1";
+    int param = 1;
+    for (std::size_t i = 0; i < labels.size(); ++i, param += 2)
+      sql += " AND EXISTS (SELECT 1 FROM run_labels AS l WHERE l.run_id = runs.id AND l.name = ?" +
+             std::to_string(param + 1) + " AND l.value = ?" + std::to_string(param + 2) + ")";
+    Statement query(db_.get(), sql + " ORDER BY runs.repeat_index, runs.rank, runs.id");
     query.bind_text(1, identity);
+    param = 1;
+    for (const auto& [name, value] : labels) {
+      query.bind_text(++param, name);
+      query.bind_text(++param, value);
+    }
     return read_trial_runs(query, path_);
   });
 }

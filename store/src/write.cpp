@@ -156,8 +156,15 @@ std::int64_t Store::upsert_fingerprint(const std::string& hash, const std::strin
 
 namespace {
 
-/// Inserts a run with status "running"; `claim` is NULL for a run that
-/// claims nothing (begin_run).
+// Labels are checked before the transaction: a bad one changes nothing and
+// says why, rather than leaving a run without the labels it was asked to carry.
+void check_labels(const Labels& labels) {
+  if (const std::string problem = labels_problem(labels); !problem.empty())
+    throw Error("cannot record a run: " + problem, {}, ErrorKind::run);
+}
+
+/// Inserts a run with status "running" and its labels; `claim` is NULL for
+/// a run that claims nothing (begin_run).
 std::int64_t insert_run(sqlite3* db, const RunStart& start, const std::string& claim) {
   Statement insert(db,
                    "INSERT INTO runs (trial_id, fingerprint_id, repeat_index, kind, status, "
@@ -187,20 +194,33 @@ std::int64_t insert_run(sqlite3* db, const RunStart& start, const std::string& c
     insert.bind_null(14);
   }
   insert.run();
-  return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db));
+  const auto run_id = static_cast<std::int64_t>(sqlite3_last_insert_rowid(db));
+  Statement label(db, "INSERT INTO run_labels (run_id, name, value) VALUES (?1, ?2, ?3)");
+  for (const auto& [name, value] : start.labels) {
+    label.reset();
+    bind_from(label, 1, run_id, name, value);
+    label.run();
+  }
+  return run_id;
 }
 
 }  // namespace
 
 std::int64_t Store::begin_run(const RunStart& start) {
-  return with_context("cannot record the start of a run",
-                      [&] { return insert_run(db_.get(), start, {}); });
+  check_labels(start.labels);
+  return with_context("cannot record the start of a run", [&] {
+    Transaction tx(db_.get());
+    const std::int64_t id = insert_run(db_.get(), start, {});
+    tx.commit();
+    return id;
+  });
 }
 
 std::optional<std::int64_t> Store::claim_run(const RunStart& start, const std::string& identity,
                                              const ClaimDecision& decide) {
   const std::string claim = identity + ":" + std::to_string(start.repeat_index) + ":" +
                             std::to_string(start.rank);
+  check_labels(start.labels);
   return with_context("cannot claim a run of trial " + identity.substr(0, 12),
                       [&]() -> std::optional<std::int64_t> {
     Transaction tx(db_.get());
@@ -212,7 +232,7 @@ std::optional<std::int64_t> Store::claim_run(const RunStart& start, const std::s
                     "WHERE claim = ?1 AND " RUNNER_IS_STALE("runs"));
     stale.bind_text(1, claim);
     stale.run();
-    if (!decide(runs_of_identity(identity))) {
+    if (!decide(runs_of_identity(identity, start.labels))) {
       tx.commit();
       return std::nullopt;
     }

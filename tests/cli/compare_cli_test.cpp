@@ -171,7 +171,7 @@ TEST_F(CompareCliTest, BadSelectorsAreInputErrors) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
             "error: cannot read the selector 'bogus:1': expected RUN_ID, run:ID[,ID...], "
-            "trial:ID[,ID...] or experiment:NAME");
+            "trial:ID[,ID...], experiment:NAME or label:KEY=VALUE");
   r = run("compare trial:1");
   EXPECT_EQ(r.code, 2);
   r = run("compare trial:1 trial:2 --format xml");

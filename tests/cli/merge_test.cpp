@@ -85,6 +85,7 @@ TEST_F(MergeCliTest, MergesShardsAndReportsWhatItAdded) {
                        "run_files           8                0\n"
                        "run_attributes      0                0\n"
                        "run_ops             0                0\n"
+                       "run_labels          0                0\n"
                        "merged 2 database(s) into " + all_.string() + "\n");
   EXPECT_EQ(query(all_, "SELECT count(*) FROM experiments"), 1);
   EXPECT_EQ(query(all_, "SELECT count(*) FROM trials"), 3);

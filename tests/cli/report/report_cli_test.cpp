@@ -641,7 +641,7 @@ TEST_F(ReportCliTest, BadInputIsRefusedAndNothingIsWritten) {
   expect_refused("experiment:nope" + out, "no experiment named 'nope' in the database");
   expect_refused("bogus:1" + out,
                  "cannot read the selector 'bogus:1': expected RUN_ID, run:ID[,ID...], "
-                 "trial:ID[,ID...] or experiment:NAME");
+                 "trial:ID[,ID...], experiment:NAME or label:KEY=VALUE");
   expect_refused("run:999" + out, "run 999 is not in the database");
   expect_refused("experiment:sweep --out /nonexistent-dir/r.html",
                  "cannot write /nonexistent-dir/r.html: No such file or directory");

@@ -294,7 +294,7 @@ TEST_F(ExperimentTest, UnknownHostKeyWithoutSuggestion) {
   // A sub-table is a key of its section too.
   const Error sub = error_of("[experiment.extra]\na = 1\n" + kMinimal);
   EXPECT_EQ(std::string(sub.what()), at(1, 1) + "unknown key 'extra' in [experiment]");
-  EXPECT_EQ(sub.hint(), "keys of [experiment]: name, description, kind, seed, repeats, min_repeats, max_repeats, time_budget, timeout");
+  EXPECT_EQ(sub.hint(), "keys of [experiment]: name, description, kind, seed, repeats, min_repeats, max_repeats, time_budget, timeout, labels");
 }
 
 TEST_F(ExperimentTest, HostKeyOfWrongType) {

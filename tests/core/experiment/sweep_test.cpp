@@ -352,7 +352,8 @@ TEST_F(SweepTest, KeysThatAreTheSameForEveryTrial) {
   EXPECT_EQ(e.hint(),
             "these keys are the same for every trial: experiment.name, experiment.description, "
             "experiment.kind, experiment.repeats, experiment.min_repeats, experiment.max_repeats, "
-            "experiment.time_budget, experiment.timeout, train.save_to, "
+            "experiment.time_budget, experiment.timeout, experiment.labels, "
+            "train.save_to, "
             "distributed.timeout, "
             "plugins.path");
   EXPECT_THROW_MSG(static_cast<void>(expand(kMinimal + "[[trial]]\n\"experiment.repeats\" = 2\n")),

@@ -33,6 +33,7 @@ enum class KeyRole {
   warmup,     // a step count >= 0, or "auto" (steady-state detection)
   repeats,    // a count from 1, or "auto" (rounds that stop when the answer is known)
   path,       // one string, resolved against the writing file's folder; apply gets it absolute
+  labels,     // a table of KEY = "value" (run labels, labels.hpp); read by read_labels
 };
 
 struct HostKey {

@@ -10,6 +10,7 @@
 
 #include "parsed_experiment.hpp"
 #include "runner/common/json.hpp"
+#include "runner/common/labels.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/runtime/runtime.hpp"
 
@@ -189,6 +190,9 @@ void ParsedExperiment::read_section(const Section& section, HostConfig& config) 
       case KeyRole::repeats:
         host->apply(config.experiment, OptionValue{check_.read_repeats(*item.node, dotted)});
         break;
+      case KeyRole::labels:
+        read_labels(*item.node, dotted, config.experiment);
+        break;
       case KeyRole::value: {
         const OptionValue value = check_.read(host->spec, *item.node, dotted, {});
         if (host->non_empty && std::get<std::string>(value).empty())
@@ -248,6 +252,38 @@ void ParsedExperiment::read_environment(const Section& section, Experiment& e) c
     e.env[item.key] = text->get();
     e.key_where[dotted] = check_.at(*item.node);
   }
+}
+
+// [experiment] labels = { KEY = "value" }: the rules of --label (labels.hpp),
+// each reported at its own key.
+void ParsedExperiment::read_labels(const toml::node& node, const std::string& dotted,
+                                   Experiment& e) const {
+  const char* const hint = "write labels = { commit = \"abc123\", branch = \"main\" }";
+  const auto* table = node.as_table();
+  if (table == nullptr)
+    check_.fail(node, "'" + dotted + "' must be a table of KEY = \"value\", found " +
+                          experiment::detail::describe(node), hint);
+  e.labels.clear();  // a base file's labels are replaced, as any other value
+  for (const auto& [key, value] : *table) {
+    const std::string name(key.str());
+    const std::string at = dotted + "." + name;
+    // A bad key is reported at its value, as every other error here.
+    if (const std::string p = label_key_problem(name); !p.empty())
+      check_.fail(value, "label key '" + terminal_safe(name) + "' in '" + dotted + "' " + p,
+                  "a key is a letter followed by letters, digits, '_', '-' or '.'");
+    const auto* text = value.as_string();
+    if (text == nullptr)
+      check_.fail(value, "'" + at + "' must be a string, found " +
+                             experiment::detail::describe(value),
+                  "label values are text: write " + name + " = \"" +
+                      (value.is_value() ? render(value) : std::string("...")) + "\"");
+    if (const std::string p = label_value_problem(text->get()); !p.empty())
+      check_.fail(value, "'" + at + "' " + p, "a value is one line of printable text");
+    e.labels[name] = text->get();
+  }
+  if (e.labels.size() > kMaxLabels)
+    check_.fail(node, "'" + dotted + "' has " + std::to_string(e.labels.size()) +
+                          " labels, at most " + std::to_string(kMaxLabels));
 }
 
 void ParsedExperiment::check_required_sections(const HostConfig& config) const {

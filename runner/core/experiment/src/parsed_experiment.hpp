@@ -81,6 +81,7 @@ class ParsedExperiment {
   [[nodiscard]] HostConfig check_host(const std::vector<Section>& sections) const;
   void read_section(const Section& section, HostConfig& config) const;
   void read_environment(const Section& section, Experiment& e) const;
+  void read_labels(const toml::node& node, const std::string& dotted, Experiment& e) const;
   void check_required_sections(const HostConfig& config) const;
   void check_key_combinations(const Experiment& e) const;
 

@@ -32,6 +32,13 @@ const std::vector<SectionSpec>& section_specs() {
     timeout.role = KeyRole::duration;
     timeout.spec.min = kMinRunTimeoutSeconds;
     timeout.spec.max = kMaxRunTimeoutSeconds;
+    // Labels describe a run (the commit under test), they do not configure
+    // it: fixed, and never in the canonical JSON.
+    HostKey labels{spec_of("labels", OptionType::string, std::nullopt,
+                           "KEY = \"value\" pairs every run records, e.g. { branch = \"main\" }; "
+                           "not part of the identity"),
+                   nullptr};
+    labels.role = KeyRole::labels;
     // "auto" (read as -1): rounds that stop when the answer is known.
     HostKey repeats = integer_key("repeats", 1, 1, kMaxRepeats,
                                   "independent repetitions of every trial, or \"auto\"",
@@ -73,7 +80,7 @@ const std::vector<SectionSpec>& section_specs() {
                                       e.max_repeats = int_of(v);
                                     })),
                   fixed(time_budget),
-                  fixed(timeout)}});
+                  fixed(timeout), fixed(labels)}});
 
     s.push_back({"device", std::nullopt, {},
                  {string_key("type", "cpu", {"cpu", "cuda", "auto"}, "where to run",

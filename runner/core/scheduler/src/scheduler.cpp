@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -98,13 +99,16 @@ bool is_shared(const PlannedRun& r, const std::vector<Slot>& slots,
 // with runs whose runner process is gone shown as the interrupted runs they
 // are (a dry run must not write that down, but must decide the same way).
 std::vector<std::vector<store::TrialRun>> existing_runs(const std::vector<Slot>& slots,
-                                                        const store::Store& db) {
+                                                        const store::Store& db,
+                                                        const Labels& labels) {
   std::set<std::int64_t> gone;
   for (const auto& run : db.running_runs())
     if (liveness_of(run) == Liveness::gone) gone.insert(run.run_id);
   std::vector<std::vector<store::TrialRun>> existing;
   for (const Slot& slot : slots) {
-    existing.push_back(db.runs_of_identity(slot.identity()));
+    // Runs at another label set (another commit) are not this one's repetitions.
+    existing.push_back(db.runs_of_identity(
+        slot.identity(), resolve_labels(slot.get().experiment.labels, labels, ::getenv)));
     for (auto& run : existing.back())
       if (gone.count(run.run_id) != 0) run.status = store::RunStatus::interrupted;
   }
@@ -378,7 +382,7 @@ std::vector<PlannedAction> plan_sweep(const Sweep& sweep, const SchedulerOptions
   // Nothing recorded yet: no file, or one that a runner started beside this
   // one has created but not yet given its schema.
   const std::optional<store::Store> db = store::Store::open_read_only_if_recorded(options.db);
-  if (db) existing = existing_runs(slots, *db);
+  if (db) existing = existing_runs(slots, *db, options.labels);
   // What changed since the recorded runs is a property of the trial: looked
   // up once per trial, not once per repetition.
   std::vector<std::optional<std::vector<std::string>>> changes(slots.size());
@@ -469,7 +473,7 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
           p->trials[t].experiment.config_hash(), p->identities[t], p->trials[t].label,
           Slot{p, 0, t}.environment()));
   }
-  const auto existing = existing_runs(slots, *connection);
+  const auto existing = existing_runs(slots, *connection, options.labels);
   const std::vector<std::size_t> owners = owners_of(slots);
   std::vector<PlannedRun> todo;
   for (const PlannedRun& r : plan)
@@ -506,6 +510,7 @@ SweepResult run_sweep(const Sweep& sweep, const SchedulerOptions& options,
     start.host = me.host;
     start.boot_id = me.boot_id;
     start.pid_start = me.start;
+    start.labels = resolve_labels(trial.experiment.labels, options.labels, ::getenv);
     // Decided again inside the claim: another runner on this store may have
     // run this repetition, or be running it, since the plan was made.
     const auto claimed = connection->claim_run(

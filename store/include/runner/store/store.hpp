@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "runner/common/labels.hpp"
 #include "runner/common/run_kind.hpp"
 #include "runner/store/phases.hpp"
 #include "runner/store/run_status.hpp"
@@ -32,7 +34,7 @@ struct StoreAccess;
 }  // namespace detail
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 11;
+inline constexpr int kSchemaVersion = 12;
 
 /// A run whose status is "running" but whose heartbeat_at is older than this
 /// is shown as "interrupted" by every reader (the views, list_runs, get_run,
@@ -55,6 +57,8 @@ struct RunStart {
   std::string host;                ///< its hostname
   std::string boot_id;             ///< the boot it runs in (/proc/sys/kernel/random/boot_id)
   std::int64_t pid_start = 0;      ///< its start time, clock ticks after boot (/proc/PID/stat)
+  /// Free KEY=VALUE pairs written with the run (run_labels); not its identity.
+  Labels labels;
 };
 
 /// A plugin library used by a run.
@@ -195,6 +199,7 @@ struct RunDetail {
   std::vector<RunFile> files;           ///< files read or written, by role
   std::vector<RunAttribute> attributes; ///< by name
   std::int64_t sample_count = 0;
+  Labels labels;                        ///< the run's labels (run_labels), by key
 };
 
 /// One run of a trial, for resume decisions.
@@ -245,7 +250,7 @@ struct TableCounts {
 /// What merge_from did with one input database.
 struct MergeCounts {
   TableCounts experiments, trials, fingerprints, runs, run_plugins, samples, summaries, metrics,
-      evaluations, run_files, run_attributes, run_ops;
+      evaluations, run_files, run_attributes, run_ops, run_labels;
   /// Runs still "running" in the input with a live heartbeat: not copied
   /// (their process may still write them); merge again once they are done.
   std::int64_t runs_running = 0;
@@ -303,7 +308,8 @@ class Store {
                                                        const std::string& identity) const;
 
   /// Inserts a run with status "running", started_at = heartbeat_at = now,
-  /// the process id and a fresh random uuid.
+  /// the process id, a fresh random uuid and its labels. Throws
+  /// runner::Error (run) for labels that break the rules of labels.hpp.
   std::int64_t begin_run(const RunStart& start);
   /// Decides, from every run recorded for a trial identity, whether one more
   /// should run (resume policy); called inside claim_run's transaction.
@@ -311,7 +317,8 @@ class Store {
   /// Claims repetition `start.repeat_index` of the trial with `identity` and
   /// inserts its run as "running", atomically: in one write transaction that
   /// first finishes stale claims of that repetition as interrupted, then asks
-  /// `decide` (with the effective statuses of every run of the identity), and
+  /// `decide` (with the effective statuses of every run of the identity that
+  /// carries the run's labels, runs_of_identity()), and
   /// inserts only if it says so and no live claim exists (a unique index
   /// enforces it, whatever other processes do). Returns the run id, or
   /// nothing when the repetition is not to run or another runner holds it.
@@ -356,6 +363,14 @@ class Store {
   /// The profiled operators of a run (run_ops), by self CPU time, then
   /// total CPU time, descending; empty when the run was not profiled.
   [[nodiscard]] std::vector<OpStat> run_ops(std::int64_t run_id) const;
+  /// The labels of one run, by key (empty for a run without any, or no such run).
+  [[nodiscard]] Labels labels_of_run(std::int64_t run_id) const;
+  /// The labels of every run that has any, by run id: one query, for
+  /// readers of many runs (history, export).
+  [[nodiscard]] std::map<std::int64_t, Labels> labels_of_runs() const;
+  /// The ids of the runs labelled KEY=VALUE, ascending.
+  [[nodiscard]] std::vector<std::int64_t> runs_with_label(const std::string& key,
+                                                          const std::string& value) const;
   /// The samples of a run, in step order.
   [[nodiscard]] std::vector<Sample> samples(std::int64_t run_id) const;
   /// Every run of a trial: its own and, for each repetition it has no run
@@ -364,8 +379,11 @@ class Store {
   /// (effective statuses).
   [[nodiscard]] std::vector<TrialRun> runs_of_trial(std::int64_t trial_id) const;
   /// Every run of every trial with this identity, in any experiment (resume
-  /// matches a trial by what it runs, not by which file row recorded it).
-  [[nodiscard]] std::vector<TrialRun> runs_of_identity(const std::string& identity) const;
+  /// matches a trial by what it runs, not by which file row recorded it);
+  /// with `labels`, only the runs that carry each of them (a run at another
+  /// commit is not this commit's repetition).
+  [[nodiscard]] std::vector<TrialRun> runs_of_identity(const std::string& identity,
+                                                       const Labels& labels = {}) const;
   /// The recorded trials with this configuration hash that have runs (any
   /// experiment), newest first: their identity and environment JSON (empty
   /// when recorded before schema 8). For "what changed since the recorded runs".

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "runner/common/error.hpp"
+#include "runner/common/labels.hpp"
 #include "runner/common/run_kind.hpp"
 #include "runner/experiment/catalog.hpp"
 #include "runner/experiment/expect.hpp"
@@ -249,6 +250,7 @@ struct Experiment {
 
   std::string name;                   ///< [experiment] name (default: file stem)
   std::string description;            ///< [experiment] description
+  Labels labels;                      ///< [experiment] labels: recorded with every run, not its identity
   RunKind kind = RunKind::train;      ///< [experiment] kind
   std::int64_t seed = 0;              ///< global seed, >= 0
   std::int64_t repeats = 1;           ///< repetitions of every trial, >= 1 (auto: max_repeats)

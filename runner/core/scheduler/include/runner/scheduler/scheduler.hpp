@@ -79,6 +79,9 @@ struct SchedulerOptions {
   /// Record the trials under this stored experiment row instead of the
   /// file's own (`rerun`: the rerun run joins the original run's trial).
   std::optional<std::int64_t> experiment_id;
+  /// --label KEY=VALUE: recorded with every run over the file's [experiment]
+  /// labels (resolve_labels() also fills commit from the CI's variables).
+  Labels labels;
 };
 
 /// One planned run and what resume decided for it.
