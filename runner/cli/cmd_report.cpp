@@ -75,6 +75,7 @@ std::vector<HistoryPoint> history_of(const store::Store& db,
           const auto fingerprint = parse_json_object(run->fingerprint_json);
           if (const auto it = fingerprint.find("software.git_commit"); it != fingerprint.end())
             p.commit = it->second.substr(0, 10);
+          if (const auto it = run->labels.find("commit"); it != run->labels.end()) p.axis_label = it->second;
           points.push_back(std::move(p));
         }
       }

@@ -31,6 +31,7 @@ Command compare_command();
 Command check_command();
 Command report_command();
 Command export_command();
+Command history_command();
 
 /// Loads built-in, RUNNER_PLUGIN_PATH, `extra` (experiment) and --plugin-path plugins.
 void load_plugins(PluginHost& host, const std::vector<std::filesystem::path>& experiment_paths,

@@ -23,7 +23,8 @@ std::vector<Command> all_commands() {
           runner::cli::plugins_command(), runner::cli::plugins_describe_command(),
           runner::cli::runs_command(),    runner::cli::show_command(),
           runner::cli::merge_command(),   runner::cli::rerun_command(),
-          runner::cli::compare_command(),  runner::cli::check_command(),  runner::cli::report_command(),
+          runner::cli::compare_command(),  runner::cli::check_command(),  runner::cli::history_command(),
+          runner::cli::report_command(),
           runner::cli::export_command()};
 }
 

@@ -1,6 +1,6 @@
 // The charts of `runner report` (docs/report.md): Vega-Lite specifications
-// of the forest plot, the step-time boxes, the loss and evaluation lines, the
-// sweep and the history. Every number comes from the store's statistics
+// of the forest plot, the step-time boxes, the loss and evaluation lines and
+// the sweep (the history panel is report_history.cpp). Every number comes from the store's statistics
 // (store/include/runner/store/statistics.hpp), as `runner compare`'s do.
 #include <algorithm>
 #include <cmath>
@@ -96,102 +96,6 @@ std::string experiment_sweep_charts(Charts& charts, const std::string& experimen
     out << charts.add(std::move(spec));
   }
   return out.str();
-}
-
-// A time axis anyone reads the same way: 24-hour UTC labels whose
-// granularity follows the span (seconds, minutes, hours, days, months,
-// years), at least two ticks on whole units, the date in every label when the
-// ticks cross midnight, else in the title.
-struct TimeAxis {
-  double from_ms = 0, to_ms = 0;  ///< the scale's domain, on ticks
-  std::vector<double> ticks_ms;
-  std::string format;             ///< d3 time format, read in UTC
-  std::string title;
-};
-
-// Milliseconds since the epoch of "2026-11-27T17:01:44.049Z" (the store's
-// ISO-8601 UTC); nullopt for any other text.
-std::optional<double> utc_ms(const std::string& iso) {
-  std::tm tm{};
-  double seconds = 0;
-  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%lf", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &seconds) != 6)
-    return std::nullopt;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<double>(::timegm(&tm)) * 1000 + std::round(seconds * 1000);
-}
-
-std::string utc_text(double ms, const char* format) {
-  const auto t = static_cast<std::time_t>(std::floor(ms / 1000));
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char text[64];
-  std::strftime(text, sizeof text, format, &tm);
-  return text;
-}
-
-// Months since year 0 of a time, and back.
-long month_index(double ms) {
-  const auto t = static_cast<std::time_t>(std::floor(ms / 1000));
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  return (tm.tm_year + 1900L) * 12 + tm.tm_mon;
-}
-double month_start_ms(long index) {
-  std::tm tm{};
-  tm.tm_year = static_cast<int>(index / 12) - 1900;
-  tm.tm_mon = static_cast<int>(index % 12);
-  tm.tm_mday = 1;
-  return static_cast<double>(::timegm(&tm)) * 1000;
-}
-
-TimeAxis time_axis(double first_ms, double last_ms) {
-  // About 120 px a label on a 720 px chart.
-  constexpr double max_ticks = 6;
-  constexpr double second = 1000, minute = 60 * second, hour = 60 * minute, day = 24 * hour;
-  TimeAxis axis;
-  const auto fixed_steps = {1 * second, 2 * second, 5 * second, 10 * second, 15 * second,
-                            30 * second, 1 * minute, 2 * minute, 5 * minute, 10 * minute,
-                            15 * minute, 30 * minute, 1 * hour, 2 * hour, 3 * hour, 6 * hour,
-                            12 * hour, 1 * day, 2 * day, 7 * day, 14 * day};
-  for (const double step : fixed_steps) {
-    const double from = std::floor(first_ms / step) * step;
-    double to = std::ceil(last_ms / step) * step;
-    if (to <= from) to = from + step;
-    if ((to - from) / step + 1 > max_ticks) continue;
-    for (double t = from; t <= to; t += step) axis.ticks_ms.push_back(t);
-    axis.from_ms = from;
-    axis.to_ms = to;
-    const bool one_date = utc_text(from, "%F") == utc_text(to, "%F");
-    if (step >= day) {
-      axis.format = "%Y-%m-%d";
-      axis.title = "started (UTC)";
-    } else {
-      const std::string clock = step < minute ? "%H:%M:%S" : "%H:%M";
-      axis.format = one_date ? clock : "%d %b " + clock;
-      axis.title = one_date ? "started (UTC, " + utc_text(from, "%F") + ")"
-                            : "started (UTC, " + utc_text(from, "%Y") + ")";
-    }
-    return axis;
-  }
-  // Longer spans: whole months, then whole years.
-  for (const long step : {1L, 2L, 3L, 6L, 12L, 24L, 60L, 120L, 240L, 600L}) {
-    const long from = month_index(first_ms) / step * step;
-    long to = (month_index(last_ms) + step) / step * step;
-    if (static_cast<double>(to - from) / static_cast<double>(step) + 1 > max_ticks) continue;
-    for (long m = from; m <= to; m += step) axis.ticks_ms.push_back(month_start_ms(m));
-    axis.from_ms = axis.ticks_ms.front();
-    axis.to_ms = axis.ticks_ms.back();
-    axis.format = step < 12 ? "%Y-%m" : "%Y";
-    axis.title = "started (UTC)";
-    return axis;
-  }
-  axis.from_ms = first_ms;
-  axis.to_ms = last_ms;
-  axis.format = "%Y";
-  axis.title = "started (UTC)";
-  return axis;
 }
 
 }  // namespace
@@ -481,59 +385,6 @@ std::string sweep_charts(Charts& charts, const std::vector<TrialGroup>& trials) 
   for (const std::string& name : experiments)
     out += experiment_sweep_charts(charts, name, by_experiment[name]);
   return out;
-}
-
-std::string history_charts(Charts& charts, const ReportInput& in) {
-  std::map<std::string, std::vector<const HistoryPoint*>> by_config;
-  std::vector<std::string> order;
-  for (const HistoryPoint& p : in.history) {
-    if (!by_config.count(p.config_hash)) order.push_back(p.config_hash);
-    by_config[p.config_hash].push_back(&p);
-  }
-  std::ostringstream out;
-  for (const std::string& hash : order) {
-    const auto& points = by_config[hash];
-    json values = json::array();
-    double first = INFINITY, last = -INFINITY;
-    for (const HistoryPoint* p : points) {
-      const std::optional<double> at = utc_ms(p->started_at);
-      if (!at) continue;
-      first = std::min(first, *at);
-      last = std::max(last, *at);
-      values.push_back({{"run", "run " + std::to_string(p->run_id)},
-                        {"at", *at},
-                        {"started", p->started_at},
-                        {"ms", p->headline_ns / 1e6},
-                        {"build", p->build},
-                        {"commit", p->commit}});
-    }
-    if (values.empty()) continue;
-    const TimeAxis axis = time_axis(first, last);
-    json spec = {
-        {"title", points.front()->title + ": " + points.front()->headline +
-                      " p50 of every recorded run of this configuration"},
-        {"width", 720},
-        {"height", 200},
-        {"data", {{"values", values}}},
-        {"mark", {{"type", "point"}, {"filled", true}, {"size", 60}}},
-        {"encoding",
-         {{"x", {{"field", "at"},
-                 {"type", "temporal"},
-                 {"title", axis.title},
-                 {"scale", {{"type", "utc"}, {"domain", {axis.from_ms, axis.to_ms}}}},
-                 // The scale's type makes the labels UTC (a formatType would
-                 // need Vega-Lite's custom format types).
-                 {"axis", {{"values", axis.ticks_ms}, {"format", axis.format},
-                           {"labelOverlap", false}}}}},
-          {"y", {{"field", "ms"}, {"type", "quantitative"}, {"title", points.front()->headline + " (ms)"},
-                 {"scale", {{"zero", false}}}}},
-          {"color", {{"field", "build"}, {"type", "nominal"}, {"title", "plugin build"}}},
-          {"tooltip", json::array({{{"field", "run"}}, {{"field", "started"}},
-                                   {{"field", "ms"}, {"format", ".4f"}}, {{"field", "build"}},
-                                   {{"field", "commit"}, {"title", "runner commit"}}})}}}};
-    out << charts.add(std::move(spec));
-  }
-  return out.str();
 }
 
 }  // namespace runner::cli::report

@@ -27,6 +27,7 @@ struct HistoryPoint {
   std::string headline;      ///< step_time, latency or call_time
   std::string build;         ///< the plugin libraries it ran: "mlp 0.1.0 (1a2b3c4d)" ...
   std::string commit;        ///< runner's commit from the fingerprint (short)
+  std::string axis_label;    ///< the run's `commit` label, the axis when runs carry it ("" when none)
 };
 
 /// A configuration key whose values differ between the two compared sides

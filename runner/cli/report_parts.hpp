@@ -72,7 +72,8 @@ std::string loss_lines(Charts& charts, const ReportInput& in);
 std::string evaluation_lines(Charts& charts, const ReportInput& in);
 // Per experiment, the headline against each swept key ("" when no key takes two values).
 std::string sweep_charts(Charts& charts, const std::vector<TrialGroup>& trials);
-// Every recorded run of each selected configuration over time ("" when none).
+// Every recorded run of each selected configuration over time, or over its
+// commit labels, change points marked ("" when none; report_history.cpp).
 std::string history_charts(Charts& charts, const ReportInput& in);
 
 // --- tables (report_tables.cpp) ------------------------------------------------------
