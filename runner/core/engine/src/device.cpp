@@ -11,8 +11,11 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "runner/common/strings.hpp"
@@ -31,7 +34,34 @@ std::string resolve_device(const std::string& type) {
   return type;
 }
 
+namespace {
+
+// glibc gives the top of its heap back to the kernel once more than its trim
+// threshold is free there (by default twice the largest block freed from a
+// mapping: 16 MB after an 8 MB activation). A training step frees its
+// activations at its end and allocates them again in the next, so each step
+// paid the page faults of mapping them anew: 6,600 a step for convnet at
+// batch 64, 10 % of its time, where a Python process's heap often happens to
+// keep them (docs/benchmarks.md, issue 30). A run process keeps up to 1 GiB of
+// freed heap instead, and puts blocks up to 32 MB (the most glibc's own
+// threshold reaches) on the heap. A user's own glibc malloc settings win.
+void keep_freed_heap() {
+#ifdef __GLIBC__
+  for (const char* name : {"MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_",
+                           "MALLOC_MMAP_MAX_"})
+    if (std::getenv(name) != nullptr) return;
+  if (const char* tunables = std::getenv("GLIBC_TUNABLES");
+      tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr)
+    return;
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+}  // namespace
+
 void configure_runtime(const Experiment& experiment) {
+  keep_freed_heap();
   // Before the first tensor: every CPU storage of the run is then counted.
   training::cpu_memory::install();
   const DeviceSettings& d = experiment.device;
