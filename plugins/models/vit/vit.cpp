@@ -14,8 +14,9 @@
 // norm_op and activation_op put custom ops (runner::layernorm's and
 // runner::bias_gelu's schemas) in place of every LayerNorm and of the MLP's
 // bias + exact GELU; the parameters and their names stay as they are.
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/linear.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
-#include <torch/nn/functional/linear.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -42,7 +43,14 @@
 
 namespace {
 
-namespace F = torch::nn::functional;
+/// A Linear's parameters applied as PyTorch's F.linear applies them.
+/// torch::nn::Linear's C++ forward runs a [batch, tokens, in] input as matmul,
+/// then add_ of the bias (a second pass over the output, an extra node in
+/// backward); at::linear, which F.linear calls, folds it to 2-D and adds the
+/// bias inside the GEMM (addmm), as torchvision's layers do.
+torch::Tensor project(const torch::nn::Linear& linear, const torch::Tensor& x) {
+  return at::linear(x, linear->weight, linear->bias);
+}
 
 struct VitOptions {
   std::string config = "b";
@@ -115,13 +123,13 @@ class SelfAttention : public torch::nn::Module {
     const std::int64_t n = x.size(0), tokens = x.size(1), hidden = x.size(2);
     // [n, tokens, 3 * hidden] -> 3 x [n, heads, tokens, head_dim]
     const std::vector<torch::Tensor> qkv =
-        F::linear(x, in_proj_weight_, in_proj_bias_)
+        at::linear(x, in_proj_weight_, in_proj_bias_)
             .view({n, tokens, 3, heads_, hidden / heads_})
             .permute({2, 0, 3, 1, 4})
             .unbind(0);
     const torch::Tensor y = at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], {},
                                                              is_training() ? dropout_ : 0.0);
-    return out_proj_->forward(y.transpose(1, 2).reshape({n, tokens, hidden}));
+    return project(out_proj_, y.transpose(1, 2).reshape({n, tokens, hidden}));
   }
 
  private:
@@ -165,12 +173,16 @@ class EncoderBlock : public torch::nn::Module {
   }
 
  private:
+  // mlp.0 to mlp.4 one by one rather than through mlp_'s forward, so that both
+  // linear layers are project()'s at::linear.
   torch::Tensor mlp(const torch::Tensor& x) {
-    if (!ops_.bias_gelu) return mlp_->forward(x);
-    // mlp.0 and mlp.1 (exact GELU, as torchvision's) in one op, then mlp.2 to mlp.4.
+    // mlp.0 and mlp.1 (exact GELU, as torchvision's), in one op when asked.
     const torch::Tensor h =
-        runner_models::ops::linear_gelu(*ops_.bias_gelu, x, first_->weight, first_->bias, "none");
-    return mlp_dropouts_[1]->forward(second_->forward(mlp_dropouts_[0]->forward(h)));
+        ops_.bias_gelu
+            ? runner_models::ops::linear_gelu(*ops_.bias_gelu, x, first_->weight, first_->bias,
+                                              "none")
+            : at::gelu(project(first_, x));
+    return mlp_dropouts_[1]->forward(project(second_, mlp_dropouts_[0]->forward(h)));
   }
 
   VitOps ops_;
@@ -319,7 +331,7 @@ class VisionTransformer final : public runner::ClassificationModel {
     const torch::Tensor patches = conv_proj_->forward(images).flatten(2).transpose(1, 2);
     torch::Tensor x = torch::cat({class_token_.expand({n, -1, -1}), patches}, 1);
     x = encoder_->forward(x);
-    return head_->forward(x.select(1, 0));
+    return project(head_, x.select(1, 0));
   }
 
   std::optional<double> flops_per_sample() override { return flops_; }

@@ -4,6 +4,7 @@
 // of torch.utils.flop_counter's; torchvision's initialisation; clear errors
 // for images a ViT cannot take.
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -234,6 +236,48 @@ TEST(Vit, DropoutActsOnlyInTraining) {
   EXPECT_TRUE(model->forward(batch).equal(model->forward(batch)));
   model->module().train();
   EXPECT_FALSE(model->forward(batch).equal(model->forward(batch)));
+}
+
+// The ATen operators a forward dispatches, counted by name through a
+// RecordFunction callback (a plain function pointer: the counts are global).
+std::map<std::string, int>& op_counts() {
+  static std::map<std::string, int> counts;
+  return counts;
+}
+
+std::map<std::string, int> ops_of(const std::function<void()>& body) {
+  op_counts().clear();
+  const at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn)
+                                     -> std::unique_ptr<at::ObserverContext> {
+        ++op_counts()[fn.name()];
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  body();
+  at::removeCallback(handle);
+  return op_counts();
+}
+
+// torchvision's layers call at::linear (F.linear), which adds the bias inside
+// the matrix product (addmm) for [batch, tokens, in]; torch::nn::Linear's C++
+// forward would run matmul and then add_ the bias, a second pass over every
+// projection's output and an extra node in backward (issue 30, as gpt2).
+TEST(Vit, ProjectionsAreAddmmAsInTorchvision) {
+  runner::PluginHost host;
+  host.load(kBuiltins);
+  auto model = make_vit(host, "ti", 8, images(32, 32, 10));
+  const std::int64_t layers = 12;  // ti
+  const runner::Batch batch = model->example_batch(2, torch::kCPU);
+  const auto ops = ops_of([&] { (void)model->forward(batch); });
+  auto count = [&](const std::string& name) {
+    const auto it = ops.find(name);
+    return it == ops.end() ? 0 : it->second;
+  };
+  // in_proj, out_proj, mlp.0 and mlp.3 per layer, and the head
+  EXPECT_EQ(count("aten::linear"), 4 * layers + 1);
+  EXPECT_EQ(count("aten::addmm"), 4 * layers + 1);
+  EXPECT_EQ(count("aten::matmul"), 0);
+  EXPECT_EQ(count("aten::add_"), 0);
 }
 
 TEST(Vit, ImagesOfTheWrongShapeAndBadOptionsAreClearErrors) {
