@@ -13,6 +13,7 @@
 #include "table.hpp"
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
+#include "runner/scheduler/auto_repeats.hpp"
 #include "runner/scheduler/judge.hpp"
 #include "runner/store/statistics.hpp"
 #include "runner/store/store.hpp"
@@ -28,6 +29,7 @@ struct Checked {
   std::string experiment;  // its name
   std::string file;        // as given
   std::int64_t repeats = 1;
+  bool auto_repeats = false;  // repeats = "auto": more runs come from max_repeats
   Judgement judgement;
 };
 
@@ -57,8 +59,9 @@ std::string advice(const Checked& c) {
   if (!r.more_runs) return out + ": more runs are unlikely to decide it at this spread";
   const std::size_t have = std::min(r.n_a, r.n_b);
   const std::size_t want = have + *r.more_runs;
+  const std::string key = c.auto_repeats ? "experiment.max_repeats=" : "experiment.repeats=";
   return out + ": about " + std::to_string(*r.more_runs) + " more run(s) a side would likely decide it (" +
-         "runner check " + c.file + " --set experiment.repeats=" +
+         "runner check " + c.file + " --set " + key +
          std::to_string(std::max<std::int64_t>(static_cast<std::int64_t>(want), c.repeats)) + ")";
 }
 
@@ -166,9 +169,11 @@ int handle_check(const Args& args, const Global& global) {
   for (std::size_t f = 0; f < prepared.size(); ++f) {
     const PreparedExperiment& p = prepared[f];
     for (const Expectation& e : expectations_of(p)) {
-      Checked c{p.first().name, args.positionals[f], p.first().repeats, {}};
+      Checked c{p.first().name, args.positionals[f], p.first().repeats, p.first().auto_repeats, {}};
       if (db) {
-        c.judgement = judge_expectation(p, e, *db);
+        // A file with repeats = "auto" is judged with the interval its rounds stopped on.
+        c.judgement = judge_expectation(p, e, *db,
+                                        judge_options_for(p.first(), recorded_rounds(p, *db)));
       } else {
         c.judgement.expectation = e;
         c.judgement.result = store::judge_expectation({}, {}, expected_bound(e));
@@ -218,6 +223,7 @@ Command check_command() {
       {"--max-consecutive-failures", "K", "stop after K failures in a row (default 5; 0: off)",
        false},
       {"--shard", "K/N", "run only shard K of N, then judge what the database holds", false},
+      {"--label", "KEY=VALUE", "record a label with every run it runs, as runner run does", true},
   };
   def.details =
       "Every trial of each file runs as 'runner run' runs it (what is recorded is skipped,\n"

@@ -130,4 +130,21 @@ TEST_F(CheckCliTest, BadExpectationsExitTwoBeforeAnythingRuns) {
             "error: --format must be table or json, found 'csv'");
 }
 
+// repeats = "auto": check runs the rounds until the claim is decided, then
+// judges it with the sequential interval the rounds stopped on (a level above
+// 95 %), not compare's.
+TEST_F(CheckCliTest, AutoRepeatsStopWhenTheClaimIsDecided) {
+  const fs::path file = write(
+      "auto.toml", kernel_file(4, kHolds).replace(kernel_file(4, kHolds).find("repeats = 4"), 11,
+                                                  "repeats = \"auto\"\nmax_repeats = 12"));
+  const auto r = check(file, " --format json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const nlohmann::json first = nlohmann::json::parse(r.out)["expectations"][0];
+  EXPECT_EQ(first["verdict"], "holds");
+  EXPECT_GT(first["confidence"].get<double>(), 0.95);
+  const std::int64_t runs = query_int(db_, "SELECT count(*) FROM runs");
+  EXPECT_LT(runs, 24) << "the rounds ran to max_repeats";
+  EXPECT_EQ(first["runs"][0].get<std::int64_t>() * 2, runs);
+}
+
 }  // namespace
