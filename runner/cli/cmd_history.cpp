@@ -188,7 +188,7 @@ int handle_history(const Args& args, const Global& global) {
                 "e.g. --along label:commit --order abc123,def456");
   const std::optional<double> gate_pct = fail_on(args);
   const store::Store db = store::Store::open_read_only(global.db);
-  const Side selected = select_all(db, args.positionals, RunFilter::finished);
+  const Side selected = select_all(db, args.positionals, RunFilter::finished, RunRead::brief);
   const std::vector<HistorySeries> series = build_history(selected.runs, request);
 
   std::vector<bool> regressed(series.size(), false);

@@ -20,19 +20,36 @@ namespace {
 
 // Trials of one configuration share their runs (runs_of_trial): two of them
 // in one selector, or two rows of one experiment name, give a run once.
-void add_run(const store::Store& db, std::int64_t run_id, RunFilter filter, Side& side,
-             std::set<std::int64_t>& seen) {
-  if (!seen.insert(run_id).second) return;
-  auto run = db.get_run(run_id);
-  if (!run) throw Error("run " + std::to_string(run_id) + " is not in the database",
-                        "run 'runner runs' to list the recorded runs");
-  if (filter == RunFilter::all || run->row.status == store::RunStatus::finished)
-    side.runs.push_back(std::move(*run));
+void add_run(std::int64_t run_id, std::vector<std::int64_t>& ids, std::set<std::int64_t>& seen) {
+  if (seen.insert(run_id).second) ids.push_back(run_id);
 }
 
-void add_trial(const store::Store& db, std::int64_t trial_id, RunFilter filter, Side& side,
+void add_trial(const store::Store& db, std::int64_t trial_id, std::vector<std::int64_t>& ids,
                std::set<std::int64_t>& seen) {
-  for (const auto& r : db.runs_of_trial(trial_id)) add_run(db, r.run_id, filter, side, seen);
+  for (const auto& r : db.runs_of_trial(trial_id)) add_run(r.run_id, ids, seen);
+}
+
+// The runs `ids` names, read as `read` asks; a run that is not stored is an error.
+void read_runs(const store::Store& db, const std::vector<std::int64_t>& ids, RunFilter filter,
+               RunRead read, Side& side) {
+  std::vector<store::RunDetail> runs;
+  if (read == RunRead::brief) {
+    runs = db.get_runs_brief(ids);
+  } else {
+    for (const std::int64_t id : ids)
+      if (auto run = db.get_run(id)) runs.push_back(std::move(*run));
+  }
+  if (runs.size() < ids.size()) {
+    std::set<std::int64_t> found;
+    for (const auto& run : runs) found.insert(run.row.id);
+    for (const std::int64_t id : ids)
+      if (!found.count(id))
+        throw Error("run " + std::to_string(id) + " is not in the database",
+                    "run 'runner runs' to list the recorded runs");
+  }
+  for (auto& run : runs)
+    if (filter == RunFilter::all || run.row.status == store::RunStatus::finished)
+      side.runs.push_back(std::move(run));
 }
 
 const nlohmann::json* member(const nlohmann::json& object, const std::string& key) {
@@ -42,25 +59,26 @@ const nlohmann::json* member(const nlohmann::json& object, const std::string& ke
 
 }  // namespace
 
-Side select(const store::Store& db, const std::string& selector, RunFilter filter) {
+Side select(const store::Store& db, const std::string& selector, RunFilter filter, RunRead read) {
   Side side;
   side.name = selector;
   std::set<std::int64_t> seen;
+  std::vector<std::int64_t> ids;
   const auto colon = selector.find(':');
   const std::string kind = colon == std::string::npos ? "run" : selector.substr(0, colon);
   const std::string rest = colon == std::string::npos ? selector : selector.substr(colon + 1);
   if (kind == "run") {
     for (const auto& id : split(rest, ','))
-      add_run(db, parse_integer(id, "a run id", 1), filter, side, seen);
+      add_run(parse_integer(id, "a run id", 1), ids, seen);
   } else if (kind == "trial") {
     for (const auto& id : split(rest, ','))
-      add_trial(db, parse_integer(id, "a trial id", 1), filter, side, seen);
+      add_trial(db, parse_integer(id, "a trial id", 1), ids, seen);
   } else if (kind == "experiment") {
     const auto trials = db.trials_of_experiment(rest);
     if (trials.empty())
       throw Error("no experiment named '" + rest + "' in the database",
                   "run 'runner runs' to see the recorded experiments");
-    for (const auto& t : trials) add_trial(db, t.id, filter, side, seen);
+    for (const auto& t : trials) add_trial(db, t.id, ids, seen);
   } else if (kind == "label") {
     // label:KEY=VALUE: the runs that carry it, oldest first (a CI's commit).
     const auto eq = rest.find('=');
@@ -69,23 +87,24 @@ Side select(const store::Store& db, const std::string& selector, RunFilter filte
       throw Error("cannot read the selector '" + selector + "': expected label:KEY=VALUE",
                   "e.g. label:commit=abc123 (runs recorded with --label commit=abc123)");
     for (const std::int64_t id : db.runs_with_label(key, rest.substr(eq + 1)))
-      add_run(db, id, filter, side, seen);
+      add_run(id, ids, seen);
   } else {
     throw Error("cannot read the selector '" + selector +
                     "': expected RUN_ID, run:ID[,ID...], trial:ID[,ID...], experiment:NAME or "
                     "label:KEY=VALUE",
                 "e.g. runner compare trial:1 trial:2");
   }
+  read_runs(db, ids, filter, read, side);
   return side;
 }
 
 Side select_all(const store::Store& db, const std::vector<std::string>& selectors,
-                RunFilter filter) {
+                RunFilter filter, RunRead read) {
   Side all;
   all.name = join(selectors, " ");
   std::set<std::int64_t> seen;
   for (const std::string& selector : selectors)
-    for (auto& run : select(db, selector, filter).runs)
+    for (auto& run : select(db, selector, filter, read).runs)
       if (seen.insert(run.row.id).second) all.runs.push_back(std::move(run));
   if (all.runs.empty())
     throw Error("'" + all.name + "' matches no " +

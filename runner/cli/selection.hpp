@@ -29,17 +29,21 @@ struct Side {
 /// export show every run, failed and interrupted ones included.
 enum class RunFilter { finished, all };
 
+/// How much of each run a selector reads: everything (get_run), or what a
+/// series over thousands of runs needs (store::Store::get_runs_brief).
+enum class RunRead { full, brief };
+
 /// The runs of "12", "run:12,13", "trial:3[,4]", "experiment:NAME" or
 /// "label:KEY=VALUE" (the runs recorded with that label, oldest first). Throws
 /// runner::Error (input) for a run or experiment that is not in the database
 /// and for a selector of another form.
 [[nodiscard]] Side select(const store::Store& db, const std::string& selector,
-                          RunFilter filter = RunFilter::finished);
+                          RunFilter filter = RunFilter::finished, RunRead read = RunRead::full);
 
 /// Several selectors as one list of runs, each run once, in selector order.
 /// Throws runner::Error (input) when they match no run at all.
 [[nodiscard]] Side select_all(const store::Store& db, const std::vector<std::string>& selectors,
-                              RunFilter filter);
+                              RunFilter filter, RunRead read = RunRead::full);
 
 /// What splitting one experiment:NAME by a key asks for: side A has
 /// `baseline` (default: the first value), side B `versus` (default: the only

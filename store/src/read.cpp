@@ -2,6 +2,7 @@
 // what resume and compare select. Statuses and kinds are converted from
 // their text here, at the SQL boundary.
 #include <limits>
+#include <map>
 
 #include "runner/common/sha256.hpp"
 #include "schema.hpp"
@@ -433,6 +434,70 @@ std::optional<double> Store::peak_bytes_per_s(std::int64_t fingerprint_id,
     query.bind_text(2, device);
     if (!query.step()) return std::nullopt;
     return query.real(0, kNaN);
+  });
+}
+
+// One query per table for all the runs (their ids as a JSON array through
+// json_each): a history of 10,000 runs would take 90,000 get_run statements.
+std::vector<RunDetail> Store::get_runs_brief(const std::vector<std::int64_t>& run_ids) const {
+  return with_context("cannot read " + std::to_string(run_ids.size()) + " runs", [&] {
+    std::string ids = "[";
+    for (std::size_t i = 0; i < run_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(run_ids[i]);
+    ids += "]";
+    const std::string in = " IN (SELECT value FROM json_each(?1))";
+    std::map<std::int64_t, RunDetail> by_id;
+    {
+      Statement q(db_.get(), std::string("SELECT ") + kRunRowColumns + " FROM run_overview WHERE run_id" + in);
+      q.bind_text(1, ids);
+      while (q.step()) {
+        RunRow row = read_run_row(q, path_);
+        by_id[row.id].row = std::move(row);
+      }
+    }
+    {
+      Statement q(db_.get(),
+                  "SELECT r.id, t.config_hash, coalesce(f.json, ''), coalesce(f.hash, ''), t.identity "
+                  "FROM runs AS r JOIN trials AS t ON t.id = r.trial_id "
+                  "LEFT JOIN fingerprints AS f ON f.id = r.fingerprint_id WHERE r.id" + in);
+      q.bind_text(1, ids);
+      while (q.step()) {
+        RunDetail& d = by_id[q.int64(0)];
+        d.config_hash = q.text(1);
+        d.fingerprint_json = q.text(2);
+        d.fingerprint_hash = q.text(3);
+        d.identity = q.text(4);
+      }
+    }
+    {
+      Statement q(db_.get(), "SELECT run_id, metric, unit, n, mean, p50 FROM summaries WHERE run_id" + in +
+                                 " ORDER BY run_id, metric");
+      q.bind_text(1, ids);
+      while (q.step()) {
+        Summary s;
+        s.metric = q.text(1);
+        s.unit = q.text(2);
+        s.n = q.int64(3);
+        s.mean = q.real(4, kNaN);
+        s.p50 = q.real(5, kNaN);
+        by_id[q.int64(0)].summaries.push_back(std::move(s));
+      }
+    }
+    {
+      Statement q(db_.get(), "SELECT run_id, name, value, unit FROM metrics WHERE run_id" + in +
+                                 " ORDER BY run_id, name");
+      q.bind_text(1, ids);
+      while (q.step()) by_id[q.int64(0)].metrics.push_back({q.text(1), q.real(2, kNaN), q.text(3)});
+    }
+    {
+      Statement q(db_.get(), "SELECT run_id, name, value FROM run_labels WHERE run_id" + in);
+      q.bind_text(1, ids);
+      while (q.step()) by_id[q.int64(0)].labels.emplace(q.text(1), q.text(2));
+    }
+    std::vector<RunDetail> out;
+    for (const std::int64_t id : run_ids)
+      if (auto it = by_id.find(id); it != by_id.end() && it->second.row.id == id)
+        out.push_back(std::move(it->second));
+    return out;
   });
 }
 
