@@ -2,12 +2,14 @@
 // run, the command line over the file, commit from the CI's variables; never
 // the identity (one trial, one series, whatever the labels); resume counts
 // the runs at the same labels only; shown by show, selected by
-// label:KEY=VALUE (runs, export), exported as label.KEY, carried by merge;
+// label:KEY=VALUE (runs, export), exported as label.KEY (CSV, JSON,
+// parquet), carried by merge;
 // bad labels and selectors exit 2 with exact messages.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -106,6 +108,26 @@ TEST_F(LabelsCliTest, RecordedShownSelectedExportedAndMergedWithoutChangingTheSe
   r = runner("export label:commit=def456 --what summaries --format json --out " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(runner::test::slurp(json), "\"label.commit\":\"def456\"")) << r.out;
+
+  // Parquet: the same label.* columns, typed string (pyarrow reads them back).
+  if (!std::string(RUNNER_PYTHON).empty()) {
+    ::setenv("RUNNER_PYTHON", RUNNER_PYTHON, 1);
+    const fs::path parquet = dir_ / "runs.parquet";
+    r = runner("export label:commit=def456 --format parquet --out " + parquet.string());
+    if (r.err.find("needs pyarrow") == std::string::npos) {
+      ASSERT_EQ(r.code, 0) << r.err;
+      const fs::path read = dir_ / "read.txt";
+      const std::string command =
+          std::string(RUNNER_PYTHON) +
+          " -c \"import pyarrow.parquet as pq, sys; t = pq.read_table(sys.argv[1]); "
+          "print(t.schema.field('label.commit').type, t.column('label.commit').to_pylist(), "
+          "t.column('label.build').to_pylist())\" " +
+          parquet.string() + " > " + read.string();
+      ASSERT_EQ(std::system(command.c_str()), 0) << command;
+      EXPECT_EQ(runner::test::slurp(read), "string ['def456', 'def456'] ['7', '7']\n");
+    }
+    ::unsetenv("RUNNER_PYTHON");
+  }
 
   const fs::path all = dir_ / "all.db";
   r = runner("merge " + db_.string() + " --into " + all.string(), {});
