@@ -52,6 +52,19 @@ TEST(JobEnvironment, TheFiveVariablesAreRead) {
   EXPECT_EQ(from(agent)->restart_count, 2);
 }
 
+TEST(JobEnvironment, TorchrunsNodeLayoutIsReadWhenSet) {
+  EXPECT_EQ(from(kTorchrun)->node_rank, -1);  // other launchers set none
+  EXPECT_EQ(from(kTorchrun)->local_world_size, -1);
+  Env torchrun = kTorchrun;
+  torchrun["GROUP_RANK"] = "1";
+  torchrun["LOCAL_WORLD_SIZE"] = "2";
+  EXPECT_EQ(from(torchrun)->node_rank, 1);
+  EXPECT_EQ(from(torchrun)->local_world_size, 2);
+  torchrun["GROUP_RANK"] = "4";
+  EXPECT_THROW_MSG(from(torchrun), runner::Error,
+                   "GROUP_RANK is '4', not a whole number between 0 and 3");
+}
+
 TEST(JobEnvironment, SomeButNotAllIsAnError) {
   EXPECT_THROW_MSG(from({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), runner::Error,
                    "RANK, WORLD_SIZE are set but LOCAL_RANK, MASTER_ADDR, MASTER_PORT are not: "

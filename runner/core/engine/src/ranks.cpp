@@ -10,13 +10,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/engine/process_group.hpp"
+#include "runner/fingerprint/node_layout.hpp"
 
 namespace runner {
 
@@ -85,6 +90,11 @@ std::optional<JobEnvironment> job_environment(
     job.agent_store = std::string(agent) == "True" || std::string(agent) == "1";
   if (const char* restarts = lookup("TORCHELASTIC_RESTART_COUNT"); restarts && *restarts)
     job.restart_count = number("TORCHELASTIC_RESTART_COUNT", 0, std::numeric_limits<int>::max());
+  // torchrun's node layout, recorded in the fingerprint; other launchers may not set it.
+  if (const char* node = lookup("GROUP_RANK"); node && *node)
+    job.node_rank = number("GROUP_RANK", 0, job.world_size - 1);
+  if (const char* local = lookup("LOCAL_WORLD_SIZE"); local && *local)
+    job.local_world_size = number("LOCAL_WORLD_SIZE", 1, job.world_size);
   return job;
 }
 
@@ -135,6 +145,13 @@ JobChannel::JobChannel(const JobEnvironment& job, std::chrono::milliseconds time
   here.port = job.master_port;
   here.prefix = job_prefix(job);
   impl_->store = connect_store(here);
+  RankPlace place;
+  place.rank = job.rank;
+  place.host = this_host();
+  place.node = job.node_rank;
+  place.local_rank = job.local_rank;
+  place.local_world_size = job.local_world_size;
+  impl_->store->set(key("place", job.rank), bytes_of(rank_place_json(place)));
 }
 
 JobChannel::~JobChannel() = default;
@@ -145,10 +162,10 @@ void JobChannel::announce(std::int64_t sequence, const std::string& text) {
 
 void JobChannel::acknowledge_end() { impl_->store->add("ended", 1); }
 
-int JobChannel::wait_for_end(std::chrono::milliseconds timeout) {
+int JobChannel::wait_for_end(std::chrono::milliseconds timeout, int lost) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::int64_t ended = 0;
-  while ((ended = impl_->store->add("ended", 0)) < impl_->job.world_size - 1 &&
+  while ((ended = impl_->store->add("ended", 0)) < impl_->job.world_size - 1 - lost &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   return static_cast<int>(ended);
@@ -183,6 +200,59 @@ Rendezvous JobChannel::rendezvous(std::int64_t sequence, std::chrono::millisecon
   r.port = job_.master_port;
   r.prefix = job_prefix(job_) + "run/" + std::to_string(sequence) + "/";
   return r;
+}
+
+std::vector<RankPlace> JobChannel::places(std::chrono::milliseconds wait) const {
+  std::vector<std::string> names;
+  for (int r = 0; r < impl_->job.world_size; ++r) names.push_back(key("place", r));
+  try {
+    impl_->store->wait(names, wait);
+  } catch (const std::exception&) {
+    // Some rank has not come (yet): the run's rendezvous will say which.
+  }
+  std::vector<RankPlace> out;
+  for (const auto& name : names)
+    if (impl_->store->check({name}))
+      out.push_back(rank_place_from_json(text_of(impl_->store->get(name))));
+  return out;
+}
+
+namespace {
+
+// Run `sequence`'s keys as its ranks see them (a PrefixStore of the same
+// connection: prefixes nest with a '/' between them, so "run/N/" under the
+// job's prefix is not the run's own prefix).
+c10::intrusive_ptr<c10d::Store> run_keys(const c10::intrusive_ptr<c10d::Store>& job_store,
+                                         const std::string& run_prefix) {
+  const auto prefixed = c10::dynamic_intrusive_pointer_cast<c10d::PrefixStore>(job_store);
+  return c10::make_intrusive<c10d::PrefixStore>(run_prefix, prefixed->getUnderlyingStore());
+}
+
+}  // namespace
+
+void JobChannel::describe_run(std::int64_t sequence, const std::string& layout_json) {
+  run_keys(impl_->store, rendezvous(sequence, {}).prefix)->set("layout", bytes_of(layout_json));
+}
+
+std::optional<std::pair<std::vector<int>, std::string>> JobChannel::lost_in_run(
+    std::int64_t sequence) const {
+  const auto store = run_keys(impl_->store, rendezvous(sequence, {}).prefix);
+  if (!store->check({"lost"})) return std::nullopt;
+  const nlohmann::json lost = nlohmann::json::parse(text_of(store->get("lost")), nullptr, false);
+  if (!lost.is_object()) return std::nullopt;
+  return std::pair{lost.value("ranks", std::vector<int>{}), lost.value("text", std::string())};
+}
+
+std::map<std::string, std::string> run_layout_fields(const Rendezvous& rendezvous) {
+  std::map<std::string, std::string> fields;
+  if (!rendezvous.store_path.empty()) return fields;  // ranks forked by runner: one host
+  const auto store = connect_store(rendezvous);
+  if (!store->check({"layout"})) return fields;
+  const nlohmann::json layout = nlohmann::json::parse(text_of(store->get("layout")), nullptr, false);
+  if (!layout.is_object()) return fields;
+  for (const auto& [name, value] : layout.items())
+    if (value.is_string()) fields[name] = value.get<std::string>();
+  return fields;
 }
 
 StragglerSteps straggler_steps(const std::vector<std::vector<double>>& per_rank,
@@ -228,6 +298,9 @@ RankLink::RankLink(const Rendezvous& rendezvous, std::chrono::milliseconds beat)
   i.beat_store = connect_store(rendezvous);
   i.store->set(key("host", rendezvous.rank),
                bytes_of(this_host() + ", pid " + std::to_string(::getpid())));
+  // The launcher's node rank, so that a lost node is named as one.
+  if (const char* node = std::getenv("GROUP_RANK"); node && *node)
+    i.store->set(key("node", rendezvous.rank), bytes_of(node));
   const std::string alive = key("alive", rendezvous.rank);
   i.beat_store->add(alive, 1);
   i.heartbeat = std::thread([&i, alive] {
@@ -249,14 +322,56 @@ RankLink::~RankLink() {
 
 c10::intrusive_ptr<c10d::Store> store_of(const RankLink& link) { return RankLinkAccess::store(link); }
 
-std::string RankLink::describe(int rank) const {
+namespace {
+
+// What `rank` published under `what`, or "".
+std::string published(c10d::Store& store, const char* what, int rank) {
   try {
-    if (impl_->store->check({key("host", rank)}))
-      return "rank " + std::to_string(rank) + " (host " + text_of(impl_->store->get(key("host", rank))) +
-             ")";
+    if (store.check({key(what, rank)})) return text_of(store.get(key(what, rank)));
   } catch (...) {
   }
-  return "rank " + std::to_string(rank);
+  return {};
+}
+
+}  // namespace
+
+std::string RankLink::describe(int rank) const {
+  const std::string host = published(*impl_->store, "host", rank);
+  if (host.empty()) return "rank " + std::to_string(rank);
+  const std::string node = published(*impl_->store, "node", rank);
+  return "rank " + std::to_string(rank) + " (host " + host + (node.empty() ? "" : ", node " + node) +
+         ")";
+}
+
+std::vector<std::string> RankLink::name_lost(const std::vector<int>& gone) const {
+  // Ranks by node, for the nodes whose every rank is gone: a lost machine.
+  std::map<std::string, std::vector<int>> all_of, gone_of;
+  for (int r = 0; r < impl_->rendezvous.world_size; ++r)
+    if (const std::string node = published(*impl_->store, "node", r); !node.empty())
+      all_of[node].push_back(r);
+  for (int r : gone)
+    if (const std::string node = published(*impl_->store, "node", r); !node.empty())
+      gone_of[node].push_back(r);
+  std::vector<std::string> parts;
+  std::vector<int> named;
+  for (const auto& [node, ranks] : gone_of) {
+    if (ranks != all_of[node]) continue;
+    std::vector<std::string> hosts, pids, numbers;
+    for (int r : ranks) {
+      const std::string text = published(*impl_->store, "host", r);
+      const auto comma = text.find(", pid ");
+      const std::string host = text.substr(0, comma);
+      if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+      if (comma != std::string::npos) pids.push_back(text.substr(comma + 6));
+      numbers.push_back(std::to_string(r));
+      named.push_back(r);
+    }
+    parts.push_back("node " + node + " (host " + join(hosts, ", ") + ": ranks " +
+                    join(numbers, ", ") + ", pids " + join(pids, ", ") + ")");
+  }
+  for (int r : gone)
+    if (std::find(named.begin(), named.end(), r) == named.end()) parts.push_back(describe(r));
+  return parts;
 }
 
 void RankLink::fail(const std::string& reason) noexcept {
@@ -303,15 +418,27 @@ std::string RankLink::explain_failure() const {
     const auto watch = 6 * impl_->beat;
     std::this_thread::sleep_for(watch);
     if (std::string text = recorded(); !text.empty()) return text;  // recorded meanwhile
-    std::string lost;
+    std::vector<int> gone, never;
     for (int r = 0; r < impl_->rendezvous.world_size; ++r) {
       if (r == self) continue;
       const std::int64_t now = counter(*impl_->store, key("alive", r));
-      if (now == before[static_cast<std::size_t>(r)])
-        lost += (lost.empty() ? "lost " : "; lost ") + describe(r) + ": " +
-                (now < 0 ? "it never joined"
-                         : "no heartbeat for " + seconds_text(watch) +
-                               " (killed, or its machine is unreachable)");
+      if (now == before[static_cast<std::size_t>(r)]) (now < 0 ? never : gone).push_back(r);
+    }
+    std::string lost;
+    std::vector<std::string> names;
+    const auto say = [&](const std::vector<std::string>& parts, const std::string& why) {
+      for (const auto& part : parts) lost += (lost.empty() ? "lost " : "; lost ") + part + ": " + why;
+      names.insert(names.end(), parts.begin(), parts.end());
+    };
+    say(name_lost(gone), "no heartbeat for " + seconds_text(watch) +
+                             " (killed, or its machine is unreachable)");
+    say(name_lost(never), "it never joined");
+    if (!names.empty()) {
+      // For rank 0's runner: its job cannot go on without them (JobChannel::lost_in_run).
+      std::vector<int> ranks = gone;
+      ranks.insert(ranks.end(), never.begin(), never.end());
+      impl_->store->set("lost", bytes_of(nlohmann::json{{"ranks", ranks}, {"text", join(names, "; ")}}
+                                             .dump()));
     }
     return lost;
   } catch (const std::exception&) {

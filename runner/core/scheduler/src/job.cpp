@@ -4,19 +4,20 @@
 
 #include "runner/common/error.hpp"
 #include "runner/engine/engine.hpp"
+#include "runner/fingerprint/node_layout.hpp"
 #include "runner/process/isolation.hpp"
 #include "runner/runtime/runtime.hpp"
 
 namespace runner {
 
 JobAnnouncer::JobAnnouncer(const JobEnvironment& job, std::chrono::milliseconds timeout)
-    : channel_(job, timeout), timeout_(timeout) {}
+    : channel_(job, timeout), timeout_(timeout), world_size_(job.world_size) {}
 
 JobAnnouncer::~JobAnnouncer() {
   try {
     channel_.announce(next_, "end");
     // This process serves the store: it stays until the others have read the end.
-    (void)channel_.wait_for_end(timeout_);
+    (void)channel_.wait_for_end(timeout_, lost_);
   } catch (...) {
     // The other ranks see the store go away instead.
   }
@@ -24,7 +25,18 @@ JobAnnouncer::~JobAnnouncer() {
 
 Rendezvous JobAnnouncer::announce(std::size_t experiment, std::size_t trial, std::int64_t repeat,
                                   const Trial& which) {
+  if (next_ > 0)
+    if (const auto lost = channel_.lost_in_run(next_ - 1)) {
+      lost_ = static_cast<int>(lost->first.size());
+      throw Error("the job lost " + lost->second + " in its last run, so its other runs cannot run",
+                  "restart the job (the same torchrun command): runner resumes, running what "
+                  "is missing",
+                  ErrorKind::run);
+    }
+  if (layout_.empty())
+    layout_ = nlohmann::json(job_layout_fields(channel_.places(timeout_), world_size_)).dump();
   const std::int64_t sequence = next_++;
+  channel_.describe_run(sequence, layout_);
   const nlohmann::json text = {{"experiment", experiment},
                                {"trial", trial},
                                {"repeat", repeat},

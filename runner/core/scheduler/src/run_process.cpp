@@ -10,6 +10,7 @@
 #include "runner/common/error.hpp"
 #include "runner/common/strings.hpp"
 #include "runner/engine/profile.hpp"
+#include "runner/engine/ranks.hpp"
 #include "runner/fingerprint/fingerprint.hpp"
 #include "runner/process/isolation.hpp"
 #include "runner/runtime/runtime.hpp"
@@ -28,7 +29,10 @@ RunOutcome execute_recorded_run(const RunContext& context) {
   verify_runtime(runtime);
   std::vector<std::string> env_names;
   for (const auto& [name, value] : exp.env) env_names.push_back(name);
-  const Fingerprint fingerprint = collect_fingerprint(exp.seed, env_names);
+  Fingerprint fingerprint = collect_fingerprint(exp.seed, env_names);
+  // A launched job: every node's host and ranks, as rank 0's runner gathered them.
+  if (context.job)
+    for (const auto& [name, value] : run_layout_fields(*context.job)) fingerprint.fields[name] = value;
   const auto fingerprint_id = db.upsert_fingerprint(fingerprint.hash(), fingerprint.json());
   db.set_run_fingerprint(context.run_id, fingerprint_id);
   // The peak is measured once per fingerprint and device, by the first run

@@ -239,8 +239,14 @@ void execute(const Slot& slot, const SchedulerOptions& options,
   context.origin = origin;
   context.on_progress = [&](const Progress& progress) { observer.on_progress(started, progress); };
   if (options.announce && trial.experiment.kind == RunKind::train &&
-      trial.experiment.distributed.enabled)
-    context.job = options.announce(slot.group, slot.trial, r.repeat, trial);
+      trial.experiment.distributed.enabled) {
+    try {
+      context.job = options.announce(slot.group, slot.trial, r.repeat, trial);
+    } catch (const Error& e) {  // the job cannot go on: this run is left for a resumed one
+      (void)connection->mark_interrupted(run_id, std::string("not run: ") + e.what());
+      throw;
+    }
+  }
   if (options.isolation == Isolation::none) {
     context.db = &*connection;
     context.stop = &Interrupts::flag();

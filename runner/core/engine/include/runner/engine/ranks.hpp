@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,8 @@
 #include "runner/engine/rendezvous.hpp"
 
 namespace runner {
+
+struct RankPlace;  // runner/fingerprint/node_layout.hpp
 
 /// The torchrun environment contract (also what a SLURM step or a
 /// Kubernetes PyTorchJob exports): this process is rank RANK of WORLD_SIZE
@@ -32,6 +35,10 @@ struct JobEnvironment {
   bool agent_store = false;
   /// TORCHELASTIC_RESTART_COUNT, for the key prefix of a restarted job.
   int restart_count = 0;
+  /// GROUP_RANK (torchrun's node rank); -1 when the launcher sets none.
+  int node_rank = -1;
+  /// LOCAL_WORLD_SIZE (the ranks on this node); -1 when the launcher sets none.
+  int local_world_size = -1;
 };
 
 /// The contract from the environment (`lookup` is getenv): nullopt when
@@ -58,9 +65,10 @@ class JobChannel {
   void announce(std::int64_t sequence, const std::string& text);
   /// The other ranks: says this rank has read the end.
   void acknowledge_end();
-  /// Rank 0: waits until every other rank has read the end (its store must
-  /// outlive their last read), at most `timeout`; returns the ranks that did.
-  int wait_for_end(std::chrono::milliseconds timeout);
+  /// Rank 0: waits until every other rank but `lost` ones has read the end
+  /// (its store must outlive their last read), at most `timeout`; returns
+  /// the ranks that did.
+  int wait_for_end(std::chrono::milliseconds timeout, int lost = 0);
   /// The other ranks: run `sequence`'s description, waiting for it as long
   /// as rank 0's store answers; nullopt when `stop` is raised meanwhile.
   /// Throws runner::Error (run kind) when the store is lost.
@@ -69,10 +77,27 @@ class JobChannel {
   /// Where the ranks of run `sequence` meet: this job's store, the run's keys.
   [[nodiscard]] Rendezvous rendezvous(std::int64_t sequence, std::chrono::milliseconds timeout) const;
 
+  /// Where every rank runs, as each published it when it joined the job,
+  /// waiting up to `wait` for all; a rank that has not published is left out.
+  [[nodiscard]] std::vector<RankPlace> places(std::chrono::milliseconds wait) const;
+  /// Rank 0: run `sequence`'s fingerprint fields of the job's layout (JSON
+  /// object of strings), for its run process to record (run_layout_fields).
+  void describe_run(std::int64_t sequence, const std::string& layout_json);
+  /// The ranks run `sequence` lost (heartbeat stopped, or never joined) and
+  /// how its rank 0 named them ("node 1 (ranks 2-3, host h)"); nullopt when
+  /// it lost none (RankLink::explain_failure records them).
+  [[nodiscard]] std::optional<std::pair<std::vector<int>, std::string>> lost_in_run(
+      std::int64_t sequence) const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// Rank 0's run process: the fingerprint fields of its job's layout that
+/// rank 0's runner left in the run's keys (JobChannel::describe_run); empty
+/// when there are none.
+[[nodiscard]] std::map<std::string, std::string> run_layout_fields(const Rendezvous& rendezvous);
 
 /// Per measured step, across ranks: the slowest rank's step time and the
 /// median one (ns); the ratio of the two shows stragglers.
@@ -88,8 +113,9 @@ struct StragglerSteps {
                                              const std::vector<bool>& measured);
 
 /// One rank's link to the others of its run. Construction connects to the
-/// store, publishes this rank's host and pid, and starts a heartbeat thread
-/// (a counter under "alive/<rank>" every `beat`).
+/// store, publishes this rank's host and pid (and its node, GROUP_RANK, when
+/// the launcher sets it), and starts a heartbeat thread (a counter under
+/// "alive/<rank>" every `beat`).
 class RankLink {
  public:
   RankLink(const Rendezvous& rendezvous,
@@ -107,7 +133,9 @@ class RankLink {
   /// After a collective failed: why, as the other ranks see it. The failures
   /// ranks recorded, else the ranks whose heartbeat stopped (watched for a
   /// few beats), else the ranks that never joined; empty when nothing is
-  /// known (then the collective's own error is all there is).
+  /// known (then the collective's own error is all there is). Ranks lost so
+  /// are named by node when their node lost every rank, and recorded for
+  /// the job (JobChannel::lost_in_run).
   [[nodiscard]] std::string explain_failure() const;
   /// True when `rank`'s heartbeat stands still for a few beats (or the
   /// store is gone); waits that long.
@@ -127,6 +155,9 @@ class RankLink {
   [[nodiscard]] std::vector<std::vector<double>> collect_step_times() const;
 
  private:
+  // `gone` (ranks) named by node where a node lost all its ranks, else each by describe().
+  [[nodiscard]] std::vector<std::string> name_lost(const std::vector<int>& gone) const;
+
   friend struct RankLinkAccess;
   struct Impl;
   std::unique_ptr<Impl> impl_;

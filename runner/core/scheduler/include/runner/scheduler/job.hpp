@@ -28,14 +28,20 @@ class JobAnnouncer {
   JobAnnouncer(const JobAnnouncer&) = delete;
   JobAnnouncer& operator=(const JobAnnouncer&) = delete;
 
-  /// For SchedulerOptions::announce.
+  /// For SchedulerOptions::announce. Leaves the job's node layout in the
+  /// run's keys for its fingerprint (gathered before the first run). Throws
+  /// runner::Error (run kind) when the previous run lost ranks: the job
+  /// cannot go on, and a restarted job runs what is missing.
   Rendezvous announce(std::size_t experiment, std::size_t trial, std::int64_t repeat,
                       const Trial& which);
 
  private:
   JobChannel channel_;
   std::chrono::milliseconds timeout_;
+  int world_size_ = 1;
   std::int64_t next_ = 0;
+  std::string layout_;  // JSON of the layout's fingerprint fields; "" before the first run
+  int lost_ = 0;        // ranks lost: they will not read the end
 };
 
 /// Ranks 1..N-1: until rank 0 announces the end, joins each run it
