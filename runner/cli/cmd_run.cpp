@@ -367,6 +367,9 @@ int print_dry_run(const Sweep& sweep, const SchedulerOptions& options) {
   if (options.shard.count > 1)
     std::cout << " (shard " << options.shard.index << "/" << options.shard.count << ")";
   std::cout << "; nothing was written\n";
+  for (const PreparedExperiment* p : sweep)
+    if (p->first().auto_repeats)
+      std::cout << auto_repeats_line(*p) << " (the runs above are its most)\n";
   // A sweep is there to compare its trials: say whether the planned
   // repetitions can decide that, and each comparison the file's comments
   // suggest (docs/method.md).

@@ -28,6 +28,15 @@ class AutoRepeatsCliTest : public runner::test::CliTestBase {
 
 TEST_F(AutoRepeatsCliTest, AClearEffectStopsAtMinRepeats) {
   const fs::path file = write("sizes.toml", kAuto);
+  const auto dry =
+      run_runner("run " + file.string() + " --dry-run", dir_, {db_, test_plugins("kernels")});
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("24 of 24 runs would run; nothing was written\nsizes: repeats = \"auto\": "
+                         "rounds of one run of every trial, looked at after each from round 5, at "
+                         "most 12 rounds; stops when its 1 expectation(s) are decided (the first "
+                         "look that can decide: round 5) (the runs above are its most)"),
+            std::string::npos)
+      << dry.out;
   const auto r = run_runner("run " + file.string(), dir_, {db_, test_plugins("kernels")});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(query_int(db_, "SELECT count(*) FROM runs WHERE status = 'finished'"), 10);
@@ -40,6 +49,10 @@ TEST_F(AutoRepeatsCliTest, AClearEffectStopsAtMinRepeats) {
                        "holds, 0 refuted)"),
             std::string::npos)
       << r.out;
+  // runner check judges the same runs with the same sequential interval: holds.
+  const auto check =
+      run_runner("check " + file.string() + " --no-run", dir_, {db_, test_plugins("kernels")});
+  EXPECT_EQ(check.code, 0) << check.out << check.err;
   // Run again: the answer is already known, nothing runs.
   const auto again = run_runner("run " + file.string(), dir_, {db_, test_plugins("kernels")});
   ASSERT_EQ(again.code, 0) << again.err;

@@ -78,6 +78,17 @@ JudgeOptions judge_options_for(const Experiment& e, std::int64_t round) {
   return options;
 }
 
+std::int64_t recorded_rounds(const PreparedExperiment& experiment, const store::Store& db) {
+  std::int64_t fewest = -1;
+  for (const std::string& identity : experiment.identities) {
+    std::int64_t finished = 0;
+    for (const store::TrialRun& r : db.runs_of_identity(identity))
+      finished += r.status == store::RunStatus::finished ? 1 : 0;
+    fewest = fewest < 0 ? finished : std::min(fewest, finished);
+  }
+  return std::max<std::int64_t>(fewest, 0);
+}
+
 RoundLook look_after_round(const PreparedExperiment& experiment, const store::Store& db,
                            std::int64_t round) {
   if (expectations_of(experiment).empty()) return precision_look(experiment, db);

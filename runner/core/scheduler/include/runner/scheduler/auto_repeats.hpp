@@ -34,6 +34,11 @@ inline constexpr double kAutoPrecision = 0.01;
 /// sequential interval when its repeats are "auto", compare's otherwise.
 [[nodiscard]] JudgeOptions judge_options_for(const Experiment& experiment, std::int64_t round);
 
+/// The rounds `db` holds for `experiment`: the fewest finished runs any of
+/// its trials has (the look the next round would take).
+[[nodiscard]] std::int64_t recorded_rounds(const PreparedExperiment& experiment,
+                                           const store::Store& db);
+
 /// What a look after a round found.
 struct RoundLook {
   bool answered = false;  ///< every expectation decided (or, without any, every median precise)
