@@ -32,6 +32,8 @@ Command check_command();
 Command report_command();
 Command export_command();
 Command history_command();
+Command submit_command();
+Command submit_slurm_command();
 
 /// Loads built-in, RUNNER_PLUGIN_PATH, `extra` (experiment) and --plugin-path plugins.
 void load_plugins(PluginHost& host, const std::vector<std::filesystem::path>& experiment_paths,

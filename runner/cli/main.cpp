@@ -25,7 +25,8 @@ std::vector<Command> all_commands() {
           runner::cli::merge_command(),   runner::cli::rerun_command(),
           runner::cli::compare_command(),  runner::cli::check_command(),  runner::cli::history_command(),
           runner::cli::report_command(),
-          runner::cli::export_command()};
+          runner::cli::export_command(),  runner::cli::submit_command(),
+          runner::cli::submit_slurm_command()};
 }
 
 void print_main_help(const std::vector<Command>& commands) {

@@ -1,9 +1,12 @@
 // What happens inside a run process, and how the scheduler records a run
 // process that ended without recording its own verdict.
+#include <chrono>
+#include <csignal>
 #include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "liveness.hpp"
 #include "record.hpp"
@@ -128,6 +131,16 @@ std::string run_process_name(const Experiment& experiment, const std::optional<R
          this_process().host + ", pid " + std::to_string(pid) + ")";
 }
 
+namespace {
+// The runner's own SIGTERM may trail its run process's by a few milliseconds.
+bool stopped_with_runner() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (Interrupts::count() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return Interrupts::count() > 0;
+}
+}  // namespace
+
 void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& exit,
                        const Experiment& experiment, const std::optional<Rendezvous>& job,
                        const std::string& reason, const OomKillBaseline& oom) {
@@ -144,6 +157,14 @@ void record_child_exit(store::Store& db, std::int64_t run_id, const ChildExit& e
       db.mark_interrupted(run_id, "killed by a second interrupt");
       break;
     case ChildExit::Kind::signaled:
+      // A scheduler stopping a job (scancel, a time limit) sends SIGTERM to
+      // every process of it: the run was interrupted with its runner, not
+      // crashed, so that resuming the sweep runs it again (docs/distributed.md).
+      if (exit.signal == SIGTERM && stopped_with_runner()) {
+        db.mark_interrupted(run_id, "stopped by SIGTERM together with its runner "
+                                    "(a scheduler cancelled the job or its time ran out)");
+        break;
+      }
       db.finish_run(run_id, store::RunStatus::crashed,
                     describe_kill(run_process_name(experiment, job, exit.pid), exit.signal, oom),
                     {}, {}, exit.signal);
