@@ -11,8 +11,8 @@
 #   tests/ci/play_ci.sh RUNNER [COMMITS] [REGRESS_AT]
 #
 # RUNNER is the runner executable; COMMITS defaults to 8, REGRESS_AT to 5.
-# 66 to 97 s on this project's Intel Xeon (2 vCPUs, AVX-512) at load 5 from
-# other builds (ctest label slow).
+# 19 to 97 s on this project's Intel Xeon (2 vCPUs, AVX-512) at load 4 to 5
+# from other builds (ctest label slow).
 set -uo pipefail
 
 for tool in git taskset; do
