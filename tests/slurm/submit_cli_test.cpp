@@ -3,16 +3,10 @@
 // that records its arguments. The real cluster is slurm_cluster_test.cpp's.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-
-#include <chrono>
-#include <csignal>
-#include <fstream>
 
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
-#include <vector>
 #include <string>
 
 #include "support/cli_harness.hpp"
@@ -221,39 +215,6 @@ TEST_F(SubmitCliTest, ARefusedMergeJobNamesTheArrayLeftWithoutIt) {
                    "hint: cancel it (scancel 41) and submit again, or merge its shards yourself "
                    "when it ends (runner merge " + folder + "/shard-*.db --into " +
                    db_.string() + ")\n");
-}
-
-// scancel or a time limit: SLURM sends SIGTERM to every process of the task,
-// the run process as well as runner. The run was interrupted, not crashed, so
-// a resubmission runs it again (it was recorded crashed before, and kept).
-TEST_F(SubmitCliTest, ARunStoppedBySigtermWithItsRunnerIsInterruptedNotCrashed) {
-  const fs::path file = write(
-      "long.toml", "[experiment]\nname = \"long\"\n[device]\ntype = \"cpu\"\nthreads = 1\n"
-                   "[model]\nplugin = \"mlp\"\nhidden = [8]\n[data]\nplugin = \"synthetic\"\n"
-                   "shape = [4]\nclasses = 2\nsize = 64\nbatch_size = 8\n[optimizer]\n"
-                   "plugin = \"sgd\"\nlr = 0.1\n[train]\nsteps = 1000000\nwarmup = 0\n");
-  const pid_t pid = runner::test::spawn(
-      runner::test::runner_command("run " + file.string(), {db_, {}}) + " >/dev/null 2>&1");
-  ASSERT_GT(pid, 0);
-  runner::test::wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(60), [&] {
-    return runner::test::query_int(db_, "SELECT count(*) FROM runs WHERE status = 'running'",
-                                   runner::test::OnDbError::ignore) == 1;
-  });
-  // The run process first (a child of any of runner's threads), then runner.
-  std::vector<pid_t> children;
-  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::ifstream in(task.path() / "children");
-    for (pid_t child = 0; in >> child;) children.push_back(child);
-  }
-  EXPECT_EQ(children.size(), 1u);
-  for (const pid_t child : children) ::kill(child, SIGTERM);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
-  EXPECT_EQ(runner::test::query_text(db_, "SELECT status || '|' || error FROM runs"),
-            "interrupted|stopped by SIGTERM together with its runner (a scheduler cancelled the "
-            "job or its time ran out)");
 }
 
 }  // namespace
