@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <regex>
 #include <string>
 
 #include "agents.hpp"
@@ -65,15 +66,23 @@ class TorchrunAgentsTest : public CliTestBase {
     return slurp(dir_ / ("err." + std::to_string(node) + tag));
   }
 
-  // Waits until a run of rank 0 has reported a step: it is training.
+  // Waits until rank 0 reports a step of its first run before the last one
+  // (progress comes every 2 s): the run is training, and not about to end.
   void wait_for_training(const std::vector<int>& nodes) {
-    wait_until(in(120), [&] {
-      for (int node : nodes)
-        if (err(node).find("[1/") != std::string::npos &&
-            err(node).find(" step ") != std::string::npos)
-          return true;
-      return false;
-    });
+    const std::regex progress(R"(\[1/\d+\] run 1 .* step (\d+)/(\d+))");
+    const bool seen = [&] {
+      bool found = false;
+      wait_until(in(120), [&] {
+        for (int node : nodes) {
+          const std::string text = err(node);
+          for (std::sregex_iterator it(text.begin(), text.end(), progress), end; it != end; ++it)
+            if (std::stoi((*it)[1]) < std::stoi((*it)[2])) found = true;
+        }
+        return found;
+      });
+      return found;
+    }();
+    ASSERT_TRUE(seen) << "no progress of run 1 before its end: " << err(0) << err(1);
   }
 
   static std::chrono::steady_clock::time_point in(int seconds) {
@@ -119,7 +128,7 @@ TEST_F(TorchrunAgentsTest, TwoAgentsRecordOneRunPerRepetitionWithTheLossesOfOneA
 }
 
 TEST_F(TorchrunAgentsTest, ALostNodeFailsItsRunNamingItEndsTheJobAndARestartResumes) {
-  const auto set = shrunk(600, 1);
+  const auto set = shrunk(1500, 1);
   const std::vector<pid_t> agents{agent(0, db_, set), agent(1, db_, set)};
   wait_for_training({0, 1});
   // The node that does not hold rank 0 (the one that records) is lost.
@@ -147,20 +156,25 @@ TEST_F(TorchrunAgentsTest, ALostNodeFailsItsRunNamingItEndsTheJobAndARestartResu
   EXPECT_NE(error.find("no heartbeat for 1.5 s (killed, or its machine is unreachable)"),
             std::string::npos)
       << error;
-  // The next one was not started: left for a restart, which says why.
-  EXPECT_EQ(query_text(db_, "SELECT status FROM runs WHERE id = 2"), "interrupted");
-  EXPECT_EQ(query_text(db_, "SELECT error FROM runs WHERE id = 2")
-                .rfind("not run: the job lost node " + node + " (host ", 0),
-            0U)
-      << query_text(db_, "SELECT error FROM runs WHERE id = 2");
-  EXPECT_EQ(query_int(db_, "SELECT count(*) FROM runs"), 2);
+  // The next one was not started: either never claimed (torchrun stopped
+  // rank 0 first, its other worker having failed) or claimed and left
+  // interrupted for a restart, saying why.
+  const std::int64_t runs = query_int(db_, "SELECT count(*) FROM runs");
+  EXPECT_TRUE(runs == 1 || runs == 2) << runs;
+  if (runs == 2) {
+    EXPECT_EQ(query_text(db_, "SELECT status FROM runs WHERE id = 2"), "interrupted");
+    EXPECT_EQ(query_text(db_, "SELECT error FROM runs WHERE id = 2")
+                  .rfind("not run: the job lost node " + node + " (host ", 0),
+              0U)
+        << query_text(db_, "SELECT error FROM runs WHERE id = 2");
+  }
 
   // The same job again: the missing run runs, the failed one is kept.
   const std::vector<pid_t> again{agent(0, db_, set, 0, 2, ".again"),
                                  agent(1, db_, set, 0, 2, ".again")};
   EXPECT_EQ(wait_all(again, in(120)), (std::vector<int>{0, 0}))
       << err(0, ".again") << err(1, ".again");
-  EXPECT_EQ(query_int(db_, "SELECT count(*) FROM runs"), 3);
+  EXPECT_EQ(query_int(db_, "SELECT count(*) FROM runs"), runs + 1);
   EXPECT_EQ(query_int(db_, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
   EXPECT_EQ(query_int(db_, "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
   EXPECT_EQ(query_int(db_, "SELECT count(DISTINCT trial_id) FROM runs WHERE status IN "
@@ -169,7 +183,7 @@ TEST_F(TorchrunAgentsTest, ALostNodeFailsItsRunNamingItEndsTheJobAndARestartResu
 }
 
 TEST_F(TorchrunAgentsTest, ARestartAfterAKilledWorkerRecordsEachRunOnce) {
-  const auto set = shrunk(600, 1);
+  const auto set = shrunk(1500, 1);
   const std::vector<pid_t> agents{agent(0, db_, set, 1), agent(1, db_, set, 1)};
   wait_for_training({0, 1});
   // One worker of the node without rank 0: torchrun restarts the whole group.

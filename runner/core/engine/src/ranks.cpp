@@ -409,7 +409,14 @@ std::string RankLink::explain_failure() const {
     return text;
   };
   try {
-    if (std::string text = recorded(); !text.empty()) return text;
+    // Under torchrun (ranks know their node), a survivor's failure may only
+    // be the echo of a lost node: the heartbeats are watched anyway, and the
+    // lost ranks named first.
+    bool nodes = false;
+    for (int r = 0; r < impl_->rendezvous.world_size && !nodes; ++r)
+      nodes = !published(*impl_->store, "node", r).empty();
+    std::string failed = recorded();
+    if (!failed.empty() && !nodes) return failed;
     // Watch the heartbeats for a few beats: a rank whose counter stands
     // still is gone (killed, or its machine lost).
     std::vector<std::int64_t> before(static_cast<std::size_t>(impl_->rendezvous.world_size));
@@ -417,10 +424,11 @@ std::string RankLink::explain_failure() const {
       before[static_cast<std::size_t>(r)] = counter(*impl_->store, key("alive", r));
     const auto watch = 6 * impl_->beat;
     std::this_thread::sleep_for(watch);
-    if (std::string text = recorded(); !text.empty()) return text;  // recorded meanwhile
+    if (failed.empty()) failed = recorded();  // recorded meanwhile
+    if (!failed.empty() && !nodes) return failed;
     std::vector<int> gone, never;
     for (int r = 0; r < impl_->rendezvous.world_size; ++r) {
-      if (r == self) continue;
+      if (r == self || impl_->store->check({key("failed", r)})) continue;
       const std::int64_t now = counter(*impl_->store, key("alive", r));
       if (now == before[static_cast<std::size_t>(r)]) (now < 0 ? never : gone).push_back(r);
     }
@@ -440,7 +448,8 @@ std::string RankLink::explain_failure() const {
       impl_->store->set("lost", bytes_of(nlohmann::json{{"ranks", ranks}, {"text", join(names, "; ")}}
                                              .dump()));
     }
-    return lost;
+    if (lost.empty()) return failed;
+    return failed.empty() ? lost : lost + "; " + failed;
   } catch (const std::exception&) {
     // The store itself is gone: rank 0's runner (or torchrun's agent) served it.
     return "lost the rendezvous store" +
