@@ -27,7 +27,7 @@
 //     experiment's kind has the key, no trial sweeps it and the command does
 //     not set it itself.
 // Files the README names as the user's own are written here (kUserFiles):
-// exp.toml, a.toml, b.toml, kernel.toml, and resnet18.safetensors (saved by
+// exp.toml, a.toml, b.toml, kernel.toml, claim.toml, and resnet18.safetensors (saved by
 // runner from experiments/resnet18_cifar.toml with train.save_to).
 // Not run, each for the reason kNotRun gives: the set-up and the suite itself
 // (scripts/dev), a job of two machines (torchrun ... --master-addr HOST), and
@@ -109,6 +109,15 @@ const std::vector<UserFile>& user_files() {
       {"kernel.toml",
        "[experiment]\nname = \"kernel\"\nkind = \"kernel\"\n\n[device]\ntype = \"cpu\"\n\n"
        "[kernel]\nplugin = \"scale\"\nshape = [1024, 1024]\ndtype = \"float32\"\n"},
+      // One claim whose answer is certain (a 2048x larger input), so `runner
+      // check` decides it in the runs it makes: exit 0.
+      {"claim.toml",
+       "[experiment]\nname = \"claim\"\nkind = \"kernel\"\nrepeats = 5\n\n[device]\ntype = \"cpu\"\n\n"
+       "[kernel]\nplugin = \"scale\"\ndtype = \"float32\"\n\n"
+       "[sweep]\n\"kernel.shape\" = [[32, 16], [1024, 1024]]\n\n"
+       "[[expect]]\nclaim = \"a 2048x larger input takes over 5x longer a call\"\n"
+       "metric = \"call_time\"\nby = \"kernel.shape\"\nbaseline = [32, 16]\n"
+       "versus = [1024, 1024]\nratio_above = 5\n"},
   };
   return files;
 }
