@@ -69,8 +69,8 @@ plugin = "sgd"
 lr = 0.01
 
 [train]
-steps = 12
-warmup = 3
+steps = 40
+warmup = 5
 EOF
 shas=()
 for k in $(seq 1 "$commits"); do
@@ -103,9 +103,11 @@ for k in $(seq 1 "$commits"); do
     nice -n "$priority" taskset -c 0 sh -c 'while :; do :; done' &
     competitor=$!
   fi
-  # The competitor halves the run's share of its core: steps about 2x
-  # slower. The gate ignores slowdowns whose interval reaches below +25 %.
-  (cd "$jobdir" && RUNNER="$runner" RUNNER_DB=runner.db GATE=regression:25 \
+  # The competitor halves the run's share of its core: steps 2-2.7x slower.
+  # The gate ignores slowdowns whose interval reaches below +50 %: on a
+  # shared machine a neighbour alone once moved this short run's level by
+  # 1.36x [1.26, 1.44] between two jobs (a fresh clone's suite, ctest -j2).
+  (cd "$jobdir" && RUNNER="$runner" RUNNER_DB=runner.db GATE=regression:50 \
      nice -n "$priority" "$job" "$sha" experiment:bench bench.toml) > "$jobdir/job.log" 2>&1
   status=$?
   if [ -n "$competitor" ]; then
